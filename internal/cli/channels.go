@@ -1,0 +1,252 @@
+package cli
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/buzz-harness/buzz/internal/client"
+	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/google/uuid"
+	"github.com/nbd-wtf/go-nostr"
+	"github.com/spf13/cobra"
+)
+
+// channelInfo is the CLI's view of a kind 39000 event.
+type channelInfo struct {
+	ChannelID   string `json:"channel_id"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	CreatedAt   int64  `json:"created_at"`
+	Archived    bool   `json:"archived"`
+	Visibility  string `json:"visibility"`
+	ChannelType string `json:"channel_type"`
+	Pubkey      string `json:"pubkey,omitempty"`
+}
+
+func toChannelInfo(ev *nostr.Event) channelInfo {
+	m := protocol.ParseChannelMeta(ev)
+	return channelInfo{
+		ChannelID: m.ID, Name: m.Name, Description: m.About, CreatedAt: int64(ev.CreatedAt),
+		Archived: m.Archived, Visibility: m.Visibility(), ChannelType: m.Type,
+	}
+}
+
+func (a *app) channelsCommand() *cobra.Command {
+	var member bool
+	var visibility string
+	var limit int
+	list := a.leaf("list", "List channels (kind 39000)", func(ctx context.Context, cmd *cobra.Command) (any, error) {
+		if visibility != "" && visibility != protocol.VisibilityOpen && visibility != protocol.VisibilityPrivate {
+			return nil, usageError("--visibility must be open or private")
+		}
+		if limit <= 0 {
+			return nil, usageError("--limit must be positive")
+		}
+		b, err := a.bridge()
+		if err != nil {
+			return nil, err
+		}
+		f := nostr.Filter{Kinds: []int{protocol.KindGroupMetadata}}
+		if member {
+			mem, err := queryAll(ctx, b, nostr.Filter{Kinds: []int{protocol.KindGroupMembers}, Tags: nostr.TagMap{"p": {b.PublicKey()}}}, limit)
+			if err != nil {
+				return nil, err
+			}
+			var ids []string
+			for _, ev := range latestByD(mem) {
+				if isMember(&ev, b.PublicKey()) {
+					ids = append(ids, protocol.TagValue(ev.Tags, "d"))
+				}
+			}
+			if len(ids) == 0 {
+				return []channelInfo{}, nil
+			}
+			f.Tags = nostr.TagMap{"d": ids}
+		}
+		evs, err := queryAll(ctx, b, f, limit)
+		if err != nil {
+			return nil, err
+		}
+		out := []channelInfo{}
+		for _, ev := range latestByD(evs) {
+			info := toChannelInfo(&ev)
+			if visibility != "" && info.Visibility != visibility {
+				continue
+			}
+			out = append(out, info)
+		}
+		if a.format == "compact" {
+			compact := make([]map[string]string, len(out))
+			for i, c := range out {
+				compact[i] = map[string]string{"channel_id": c.ChannelID, "name": c.Name}
+			}
+			return compact, nil
+		}
+		return out, nil
+	})
+	list.Flags().BoolVar(&member, "member", false, "only channels you are a member of")
+	list.Flags().StringVar(&visibility, "visibility", "", "only open or private channels")
+	list.Flags().IntVar(&limit, "limit", 500, "maximum channels")
+
+	var getCh string
+	get := a.leaf("get", "Show one channel (null if unknown or not visible)", func(ctx context.Context, cmd *cobra.Command) (any, error) {
+		ch, err := channelArg(getCh)
+		if err != nil {
+			return nil, err
+		}
+		b, err := a.bridge()
+		if err != nil {
+			return nil, err
+		}
+		evs, err := b.Query(ctx, client.Filter{Filter: nostr.Filter{Kinds: []int{protocol.KindGroupMetadata}, Tags: nostr.TagMap{"d": {ch}}, Limit: 1}})
+		if err != nil {
+			return nil, err
+		}
+		ev := newest(evs)
+		if ev == nil {
+			return nil, nil
+		}
+		info := toChannelInfo(ev)
+		info.Pubkey = ev.PubKey
+		return info, nil
+	})
+	requiredString(get, &getCh, "channel", "channel UUID")
+
+	var name, typ, vis, desc string
+	var ttl int64
+	create := a.leaf("create", "Create a channel (kind 9007); prints channel_id", func(ctx context.Context, cmd *cobra.Command) (any, error) {
+		if typ != protocol.TypeStream && typ != protocol.TypeForum {
+			return nil, usageError("--type must be stream or forum, got %q", typ)
+		}
+		if vis != protocol.VisibilityOpen && vis != protocol.VisibilityPrivate {
+			return nil, usageError("--visibility must be open or private, got %q", vis)
+		}
+		if name == "" {
+			return nil, usageError("--name must not be empty")
+		}
+		if ttl < 0 {
+			return nil, usageError("--ttl must be positive seconds")
+		}
+		b, err := a.bridge()
+		if err != nil {
+			return nil, err
+		}
+		ch := uuid.NewString()
+		tags := nostr.Tags{{"h", ch}, {"name", name}, {"visibility", vis}, {"channel_type", typ}}
+		if desc != "" {
+			tags = append(tags, nostr.Tag{"about", desc})
+		}
+		if ttl > 0 {
+			tags = append(tags, nostr.Tag{"ttl", strconv.FormatInt(ttl, 10)})
+		}
+		res, err := publish(ctx, b, &nostr.Event{Kind: protocol.KindCreateGroup, Tags: tags})
+		if err != nil {
+			return nil, err
+		}
+		return struct {
+			writeResult
+			ChannelID string `json:"channel_id"`
+		}{res, ch}, nil
+	})
+	requiredString(create, &name, "name", "channel name")
+	create.Flags().StringVar(&typ, "type", protocol.TypeStream, "stream or forum")
+	create.Flags().StringVar(&vis, "visibility", protocol.VisibilityOpen, "open or private")
+	create.Flags().StringVar(&desc, "description", "", "channel description")
+	create.Flags().Int64Var(&ttl, "ttl", 0, "channel time-to-live in seconds")
+
+	var memCh string
+	members := a.leaf("members", "List a channel's members (kind 39002)", func(ctx context.Context, cmd *cobra.Command) (any, error) {
+		ch, err := channelArg(memCh)
+		if err != nil {
+			return nil, err
+		}
+		b, err := a.bridge()
+		if err != nil {
+			return nil, err
+		}
+		ms, err := channelMembers(ctx, b, ch)
+		if err != nil {
+			return nil, err
+		}
+		if ms == nil {
+			ms = []protocol.Member{}
+		}
+		return ms, nil
+	})
+	requiredString(members, &memCh, "channel", "channel UUID")
+
+	return group("channels", "Channels",
+		list, get, create,
+		a.channelWrite("join", "Join an open channel (kind 9021)", protocol.KindJoinRequest, false),
+		a.channelWrite("leave", "Leave a channel (kind 9022)", protocol.KindLeaveRequest, false),
+		members,
+		a.channelWrite("add-member", "Add a member (kind 9000)", protocol.KindPutUser, true),
+		a.channelWrite("remove-member", "Remove a member (kind 9001)", protocol.KindRemoveUser, true),
+	)
+}
+
+// channelWrite builds join/leave/add-member/remove-member: an h-scoped admin event, with a
+// target p (and optional role) when withTarget.
+func (a *app) channelWrite(use, short string, kind int, withTarget bool) *cobra.Command {
+	var chFlag, pkFlag, role string
+	cmd := a.leaf(use, short, func(ctx context.Context, cmd *cobra.Command) (any, error) {
+		ch, err := channelArg(chFlag)
+		if err != nil {
+			return nil, err
+		}
+		tags := nostr.Tags{{"h", ch}}
+		if withTarget {
+			pk, err := protocol.ParsePubkey(pkFlag)
+			if err != nil {
+				return nil, usageError("--pubkey: %s", err)
+			}
+			tags = append(tags, nostr.Tag{"p", pk})
+			if role != "" {
+				if !protocol.ValidRole(role) {
+					return nil, usageError("--role must be owner, admin, member, guest or bot, got %q", role)
+				}
+				tags = append(tags, nostr.Tag{"role", role})
+			}
+		}
+		b, err := a.bridge()
+		if err != nil {
+			return nil, err
+		}
+		return publish(ctx, b, &nostr.Event{Kind: kind, Tags: tags})
+	})
+	requiredString(cmd, &chFlag, "channel", "channel UUID")
+	if withTarget {
+		requiredString(cmd, &pkFlag, "pubkey", "member pubkey (hex or npub)")
+		if kind == protocol.KindPutUser {
+			cmd.Flags().StringVar(&role, "role", "", "owner, admin, member, guest or bot")
+		}
+	}
+	return cmd
+}
+
+// channelMembers reads the newest kind 39002 for ch (nil when none is visible).
+func channelMembers(ctx context.Context, b *client.Bridge, ch string) ([]protocol.Member, error) {
+	evs, err := b.Query(ctx, client.Filter{Filter: nostr.Filter{Kinds: []int{protocol.KindGroupMembers}, Tags: nostr.TagMap{"d": {ch}}, Limit: 1}})
+	if err != nil {
+		return nil, err
+	}
+	ev := newest(evs)
+	if ev == nil {
+		return nil, nil
+	}
+	return protocol.ParseMembers(ev), nil
+}
+
+func isMember(ev *nostr.Event, pk string) bool {
+	for _, m := range protocol.ParseMembers(ev) {
+		if m.Pubkey == pk {
+			return true
+		}
+	}
+	return false
+}
+
+func requiredString(cmd *cobra.Command, dst *string, name, usage string) {
+	cmd.Flags().StringVar(dst, name, "", usage+" (required)")
+	_ = cmd.MarkFlagRequired(name)
+}

@@ -1,0 +1,75 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/buzz-harness/buzz/internal/client"
+)
+
+// Exit codes (upstream buzz CLI).
+const (
+	ExitOK      = 0
+	ExitUsage   = 1 // bad flags or arguments, not found, refused input
+	ExitNetwork = 2 // relay or network failure
+	ExitAuth    = 3 // missing/invalid key, relay 401/403
+	ExitOther   = 4
+)
+
+// Error is what the CLI prints on stderr as one JSON line, with the process exit code.
+type Error struct {
+	Category  string `json:"error"`
+	Message   string `json:"message"`
+	Retryable bool   `json:"retryable"`
+	Code      int    `json:"-"`
+}
+
+func (e *Error) Error() string { return e.Category + ": " + e.Message }
+
+func usageError(format string, a ...any) *Error {
+	return &Error{Category: "user_error", Message: fmt.Sprintf(format, a...), Code: ExitUsage}
+}
+
+func notFound(format string, a ...any) *Error {
+	return &Error{Category: "not_found", Message: fmt.Sprintf(format, a...), Code: ExitUsage}
+}
+
+func keyError(format string, a ...any) *Error {
+	return &Error{Category: "key_error", Message: fmt.Sprintf(format, a...), Code: ExitAuth}
+}
+
+// classify maps any error a command returns to the CLI's category and exit code.
+func classify(err error) *Error {
+	var ce *Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	var he *client.HTTPError
+	var te *client.TransportError
+	switch {
+	case client.IsAuthError(err):
+		return &Error{Category: "auth_error", Message: err.Error(), Code: ExitAuth}
+	case errors.As(err, &he):
+		return &Error{Category: "relay_error", Message: err.Error(), Retryable: client.IsRetryable(err), Code: ExitNetwork}
+	case errors.As(err, &te), errors.Is(err, context.DeadlineExceeded):
+		return &Error{Category: "network_error", Message: err.Error(), Retryable: true, Code: ExitNetwork}
+	}
+	return &Error{Category: "error", Message: err.Error(), Code: ExitOther}
+}
+
+// rejected maps a relay's accepted=false answer to an error: access refusals are auth errors
+// (as HTTP 401/403 would be), rate limits are retryable, the rest are relay errors.
+func rejected(msg string) *Error {
+	switch {
+	case strings.HasPrefix(msg, "auth-required:"), strings.HasPrefix(msg, "restricted:"), strings.HasPrefix(msg, "blocked:"):
+		return &Error{Category: "auth_error", Message: msg, Code: ExitAuth}
+	case strings.HasPrefix(msg, "rate-limited:"):
+		return &Error{Category: "relay_error", Message: msg, Retryable: true, Code: ExitNetwork}
+	}
+	if msg == "" {
+		msg = "relay did not accept the event"
+	}
+	return &Error{Category: "relay_error", Message: msg, Code: ExitNetwork}
+}

@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"context"
+	"sort"
+
+	"github.com/buzz-harness/buzz/internal/client"
+	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/nbd-wtf/go-nostr"
+)
+
+// pageSize is the CLI's /query page (upstream).
+const pageSize = 500
+
+// queryAll pages through f with the (until, before_id) keyset cursor until limit events are
+// collected or a short page ends the data.
+func queryAll(ctx context.Context, b *client.Bridge, f nostr.Filter, limit int) ([]nostr.Event, error) {
+	var out []nostr.Event
+	seen := map[string]bool{}
+	cur := client.Filter{Filter: f}
+	for len(out) < limit {
+		cur.Limit = min(pageSize, limit-len(out))
+		page, err := b.Query(ctx, cur)
+		if err != nil {
+			return nil, err
+		}
+		fresh := 0
+		for _, ev := range page {
+			if !seen[ev.ID] {
+				seen[ev.ID] = true
+				out = append(out, ev)
+				fresh++
+			}
+		}
+		if len(page) < cur.Limit || fresh == 0 {
+			break // short page, or a relay that ignores the cursor: stop rather than loop
+		}
+		last := page[len(page)-1]
+		until := last.CreatedAt
+		cur.Until = &until
+		cur.BeforeID = last.ID
+	}
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// queryOne returns the first event matching f, or nil.
+func queryOne(ctx context.Context, b *client.Bridge, f nostr.Filter) (*nostr.Event, error) {
+	f.Limit = 1
+	evs, err := b.Query(ctx, client.Filter{Filter: f})
+	if err != nil || len(evs) == 0 {
+		return nil, err
+	}
+	return &evs[0], nil
+}
+
+// latestByD keeps the newest event per d tag (relay-signed replaceable state may come back in
+// several versions), newest first.
+func latestByD(evs []nostr.Event) []nostr.Event {
+	best := map[string]nostr.Event{}
+	for _, ev := range evs {
+		d := protocol.TagValue(ev.Tags, "d")
+		if cur, ok := best[d]; !ok || ev.CreatedAt > cur.CreatedAt {
+			best[d] = ev
+		}
+	}
+	out := make([]nostr.Event, 0, len(best))
+	for _, ev := range best {
+		out = append(out, ev)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].CreatedAt != out[j].CreatedAt {
+			return out[i].CreatedAt > out[j].CreatedAt
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// newest returns the newest event of evs, or nil.
+func newest(evs []nostr.Event) *nostr.Event {
+	var best *nostr.Event
+	for i := range evs {
+		if best == nil || evs[i].CreatedAt > best.CreatedAt {
+			best = &evs[i]
+		}
+	}
+	return best
+}
+
+func ts(t nostr.Timestamp) *nostr.Timestamp { return &t }

@@ -1,0 +1,205 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+
+	"github.com/buzz-harness/buzz/internal/client"
+	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/nbd-wtf/go-nostr"
+	"github.com/spf13/cobra"
+)
+
+// profile is users get's output: the kind 0 fields plus who and when.
+type profile struct {
+	Pubkey      string `json:"pubkey"`
+	Npub        string `json:"npub"`
+	DisplayName string `json:"display_name"`
+	Name        string `json:"name"`
+	About       string `json:"about"`
+	Picture     string `json:"picture"`
+	Nip05       string `json:"nip05"`
+	CreatedAt   int64  `json:"created_at"`
+	EventID     string `json:"event_id"`
+}
+
+func (a *app) usersCommand() *cobra.Command {
+	var pkFlag string
+	get := a.leaf("get", "Show a user's profile (kind 0); null if none", func(ctx context.Context, cmd *cobra.Command) (any, error) {
+		b, err := a.bridge()
+		if err != nil {
+			return nil, err
+		}
+		pk := b.PublicKey()
+		if pkFlag != "" {
+			if pk, err = protocol.ParsePubkey(pkFlag); err != nil {
+				return nil, usageError("--pubkey: %s", err)
+			}
+		}
+		ev, err := latestProfile(ctx, b, pk)
+		if err != nil || ev == nil {
+			return nil, err
+		}
+		var c map[string]any
+		_ = json.Unmarshal([]byte(ev.Content), &c)
+		s := func(k string) string { v, _ := c[k].(string); return v }
+		return profile{
+			Pubkey: pk, Npub: protocol.Npub(pk), DisplayName: s("display_name"), Name: s("name"),
+			About: s("about"), Picture: s("picture"), Nip05: s("nip05"),
+			CreatedAt: int64(ev.CreatedAt), EventID: ev.ID,
+		}, nil
+	})
+	get.Flags().StringVar(&pkFlag, "pubkey", "", "user pubkey, hex or npub (default: yourself)")
+
+	var name, displayName, about, picture, nip05 string
+	set := a.leaf("set-profile", "Set your profile (kind 0), keeping fields you do not pass", func(ctx context.Context, cmd *cobra.Command) (any, error) {
+		fl := cmd.Flags()
+		if !fl.Changed("name") && !fl.Changed("display-name") && !fl.Changed("about") && !fl.Changed("picture") && !fl.Changed("nip05") {
+			return nil, usageError("nothing to set: pass --name, --display-name, --about, --picture or --nip05")
+		}
+		b, err := a.bridge()
+		if err != nil {
+			return nil, err
+		}
+		// kind 0 is replaceable: start from the current profile so unset fields survive.
+		c := map[string]any{}
+		cur, err := latestProfile(ctx, b, b.PublicKey())
+		if err != nil {
+			return nil, err
+		}
+		if cur != nil {
+			_ = json.Unmarshal([]byte(cur.Content), &c)
+			if c == nil {
+				c = map[string]any{}
+			}
+		}
+		if fl.Changed("name") {
+			c["name"] = name
+			if !fl.Changed("display-name") {
+				c["display_name"] = name // mentions resolve display_name first
+			}
+		}
+		for flag, key := range map[string]string{"display-name": "display_name", "about": "about", "picture": "picture", "nip05": "nip05"} {
+			if fl.Changed(flag) {
+				v, _ := fl.GetString(flag)
+				c[key] = v
+			}
+		}
+		content, err := json.Marshal(c)
+		if err != nil {
+			return nil, err
+		}
+		ev := &nostr.Event{Kind: protocol.KindProfile, Content: string(content), Tags: nostr.Tags{}}
+		// Replaceable-event ties go to the lower id; make sure an update within the same second
+		// as the previous profile still wins by moving created_at past it.
+		now := nostr.Now()
+		if cur != nil && now <= cur.CreatedAt {
+			now = cur.CreatedAt + 1
+		}
+		ev.CreatedAt = now
+		return publish(ctx, b, ev)
+	})
+	set.Flags().StringVar(&name, "name", "", "name (also used as display_name unless --display-name is given)")
+	set.Flags().StringVar(&displayName, "display-name", "", "display name")
+	set.Flags().StringVar(&about, "about", "", "about text")
+	set.Flags().StringVar(&picture, "picture", "", "picture URL")
+	set.Flags().StringVar(&nip05, "nip05", "", "NIP-05 identifier")
+	return group("users", "User profiles", get, set)
+}
+
+func latestProfile(ctx context.Context, b *client.Bridge, pk string) (*nostr.Event, error) {
+	evs, err := b.Query(ctx, client.Filter{Filter: nostr.Filter{Kinds: []int{protocol.KindProfile}, Authors: []string{pk}, Limit: 1}})
+	if err != nil {
+		return nil, err
+	}
+	return newest(evs), nil
+}
+
+func (a *app) reactionsCommand() *cobra.Command {
+	var evFlag, emoji string
+	add := a.leaf("add", "React to an event (kind 7)", func(ctx context.Context, cmd *cobra.Command) (any, error) {
+		id, err := eventIDArg("event", evFlag)
+		if err != nil {
+			return nil, err
+		}
+		if emoji == "" {
+			return nil, usageError("--emoji must not be empty")
+		}
+		b, err := a.bridge()
+		if err != nil {
+			return nil, err
+		}
+		target, err := queryOne(ctx, b, nostr.Filter{IDs: []string{id}})
+		if err != nil {
+			return nil, err
+		}
+		if target == nil {
+			return nil, notFound("event %s not found (or not visible to you)", id)
+		}
+		tags := nostr.Tags{{"e", target.ID}, {"p", target.PubKey}}
+		if ch, ok := protocol.ChannelID(target.Tags); ok {
+			tags = append(tags, nostr.Tag{"h", ch})
+		}
+		tags = append(tags, nostr.Tag{"k", strconv.Itoa(target.Kind)})
+		return publish(ctx, b, &nostr.Event{Kind: protocol.KindReaction, Content: emoji, Tags: tags})
+	})
+	requiredString(add, &evFlag, "event", "event id to react to")
+	add.Flags().StringVar(&emoji, "emoji", "+", "reaction emoji or +/-")
+	return group("reactions", "Reactions", add)
+}
+
+// canvasInfo is canvas get's output.
+type canvasInfo struct {
+	EventID   string `json:"event_id"`
+	Content   string `json:"content"`
+	CreatedAt int64  `json:"created_at"`
+	Pubkey    string `json:"pubkey"`
+}
+
+func (a *app) canvasCommand() *cobra.Command {
+	var getCh string
+	get := a.leaf("get", "Show a channel's canvas (latest kind 40100); null if none", func(ctx context.Context, cmd *cobra.Command) (any, error) {
+		ch, err := channelArg(getCh)
+		if err != nil {
+			return nil, err
+		}
+		b, err := a.bridge()
+		if err != nil {
+			return nil, err
+		}
+		evs, err := b.Query(ctx, client.Filter{Filter: nostr.Filter{Kinds: []int{protocol.KindCanvas}, Tags: nostr.TagMap{"h": {ch}}, Limit: 1}})
+		if err != nil {
+			return nil, err
+		}
+		ev := newest(evs)
+		if ev == nil {
+			return nil, nil
+		}
+		return canvasInfo{EventID: ev.ID, Content: ev.Content, CreatedAt: int64(ev.CreatedAt), Pubkey: ev.PubKey}, nil
+	})
+	requiredString(get, &getCh, "channel", "channel UUID")
+
+	var setCh, content string
+	set := a.leaf("set", "Replace a channel's canvas (kind 40100)", func(ctx context.Context, cmd *cobra.Command) (any, error) {
+		ch, err := channelArg(setCh)
+		if err != nil {
+			return nil, err
+		}
+		text, err := a.readContent(content)
+		if err != nil {
+			return nil, err
+		}
+		if len(text) > maxContentBytes {
+			return nil, usageError("canvas is %d bytes; the limit is %d (64 KiB)", len(text), maxContentBytes)
+		}
+		b, err := a.bridge()
+		if err != nil {
+			return nil, err
+		}
+		return publish(ctx, b, &nostr.Event{Kind: protocol.KindCanvas, Content: text, Tags: nostr.Tags{{"h", ch}}})
+	})
+	requiredString(set, &setCh, "channel", "channel UUID")
+	requiredString(set, &content, "content", "canvas text, or - to read stdin")
+	return group("canvas", "Channel canvas", get, set)
+}

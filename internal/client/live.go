@@ -1,0 +1,653 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/coder/websocket"
+	"github.com/nbd-wtf/go-nostr"
+)
+
+// Live defaults (upstream buzz-acp relay.rs values).
+const (
+	defaultPingInterval     = 30 * time.Second
+	defaultHandshakeTimeout = 20 * time.Second
+	pongTimeout             = 10 * time.Second
+	writeTimeout            = 10 * time.Second
+	dialTimeout             = 30 * time.Second
+	resubscribeSkew         = 5 // seconds subtracted from last seen created_at on re-subscribe
+	dedupGeneration         = 6000
+	eventBuffer             = 256
+	readLimit               = 32 << 20
+)
+
+// ErrLiveStopped is returned by waits on a Live whose Run has returned.
+var ErrLiveStopped = errors.New("relay session stopped")
+
+// LiveConfig configures a Live session.
+type LiveConfig struct {
+	RelayURL  string // ws, wss, http or https; dialled as ws(s)
+	SecretKey string // hex
+	Logger    *slog.Logger
+	// Backoff returns the wait before reconnect attempt n (1-based).
+	// nil = 1, 2, 4, 8, 16, 32, then 60 s, each ±20%.
+	Backoff func(attempt int) time.Duration
+	// PingInterval between client pings; 0 = 30 s. A pong must arrive within 10 s.
+	PingInterval time.Duration
+	// HandshakeTimeout bounds waiting for the AUTH challenge and its OK; 0 = 20 s.
+	HandshakeTimeout time.Duration
+}
+
+// Incoming is one thing the relay told a subscription: an event, end of stored events, or a
+// CLOSED with its reason.
+type Incoming struct {
+	SubID  string
+	Event  *nostr.Event
+	EOSE   bool
+	Closed string // CLOSED reason
+}
+
+// RejectedError is a relay's OK=false answer to a published event.
+type RejectedError struct {
+	EventID string
+	Message string
+}
+
+func (e *RejectedError) Error() string {
+	return fmt.Sprintf("relay rejected event %s: %s", e.EventID, e.Message)
+}
+
+// Live is a WebSocket session for long-running subscribers: NIP-42 auth, desired-state
+// subscriptions re-sent after every reconnect, reconnect with backoff, event-id dedup.
+// Subscribe/Unsubscribe/Publish may be called from any goroutine, before or during Run.
+type Live struct {
+	cfg     LiveConfig
+	wsURL   string
+	pk      string
+	log     *slog.Logger
+	backoff func(int) time.Duration
+	events  chan Incoming
+	done    chan struct{}
+
+	mu      sync.Mutex
+	subs    map[string]*liveSub
+	conn    *websocket.Conn // set while a session is authenticated and subscribed
+	ready   chan struct{}   // closed while conn is set; replaced by an open one when it is lost
+	pending map[string]chan okResult
+
+	seen dedup // touched only by Run's goroutine
+}
+
+type liveSub struct {
+	filter   nostr.Filter
+	lastSeen nostr.Timestamp // newest created_at delivered on this sub
+}
+
+type okResult struct {
+	accepted bool
+	message  string
+	err      error
+}
+
+// NewLive returns a session that does nothing until Run is called.
+func NewLive(cfg LiveConfig) *Live {
+	pk, _ := nostr.GetPublicKey(cfg.SecretKey)
+	l := &Live{
+		cfg:     cfg,
+		wsURL:   protocol.WSURL(cfg.RelayURL),
+		pk:      pk,
+		log:     cfg.Logger,
+		backoff: cfg.Backoff,
+		events:  make(chan Incoming, eventBuffer),
+		done:    make(chan struct{}),
+		subs:    map[string]*liveSub{},
+		ready:   make(chan struct{}),
+		pending: map[string]chan okResult{},
+		seen:    newDedup(dedupGeneration),
+	}
+	if l.log == nil {
+		l.log = slog.New(slog.DiscardHandler)
+	}
+	if l.backoff == nil {
+		l.backoff = DefaultReconnectBackoff
+	}
+	return l
+}
+
+// PublicKey returns the session's hex public key.
+func (l *Live) PublicKey() string { return l.pk }
+
+// URL returns the WebSocket URL the session dials (and names in its AUTH relay tag).
+func (l *Live) URL() string { return l.wsURL }
+
+// DefaultReconnectBackoff is the ladder 1, 2, 4, 8, 16, 32 s then 60 s forever, each ±20%.
+func DefaultReconnectBackoff(attempt int) time.Duration {
+	return jitter20(reconnectStep(attempt), rand.Float64())
+}
+
+func reconnectStep(attempt int) time.Duration {
+	if attempt < 1 {
+		attempt = 1
+	}
+	if attempt > 6 {
+		return 60 * time.Second
+	}
+	return time.Duration(1<<(attempt-1)) * time.Second
+}
+
+// jitter20 scales d by a factor in [0.8, 1.2) chosen by r in [0, 1).
+func jitter20(d time.Duration, r float64) time.Duration {
+	return time.Duration(float64(d) * (0.8 + 0.4*r))
+}
+
+// Events delivers subscription traffic, deduplicated by event id across reconnects. It is closed
+// when Run returns. A slow reader stalls the socket (and, past the pong deadline, reconnects).
+func (l *Live) Events() <-chan Incoming { return l.events }
+
+// Subscribe sets the desired subscription id to f and sends it now if connected; it is re-sent
+// on every reconnect. On a re-send, since becomes max(f.Since, newest delivered created_at − 5 s)
+// so nothing published while disconnected is missed.
+func (l *Live) Subscribe(id string, f nostr.Filter) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.subs[id]
+	if s == nil {
+		s = &liveSub{}
+		l.subs[id] = s
+	}
+	s.filter = f
+	if l.conn != nil {
+		l.sendLocked(l.conn, reqMessage(id, s.reqFilter()))
+	}
+}
+
+// Unsubscribe sends CLOSE for id (if connected) and forgets it.
+func (l *Live) Unsubscribe(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.subs[id]; !ok {
+		return
+	}
+	delete(l.subs, id)
+	if l.conn != nil {
+		l.sendLocked(l.conn, []any{"CLOSE", id})
+	}
+}
+
+// Subscriptions returns the ids currently desired.
+func (l *Live) Subscriptions() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]string, 0, len(l.subs))
+	for id := range l.subs {
+		out = append(out, id)
+	}
+	return out
+}
+
+func (s *liveSub) reqFilter() nostr.Filter {
+	f := s.filter
+	if s.lastSeen > 0 {
+		since := s.lastSeen - resubscribeSkew
+		if f.Since == nil || *f.Since < since {
+			f.Since = &since
+		}
+	}
+	return f
+}
+
+func reqMessage(id string, f nostr.Filter) []any { return []any{"REQ", id, f} }
+
+// Connected returns a channel that is closed once a session is authenticated and its
+// subscriptions are sent. After a disconnect a new (open) channel is returned.
+func (l *Live) Connected() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ready
+}
+
+// WaitConnected blocks until a session is authenticated and its subscriptions are sent.
+func (l *Live) WaitConnected(ctx context.Context) error {
+	select {
+	case <-l.Connected():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-l.done:
+		return ErrLiveStopped
+	}
+}
+
+// Publish sends ev over the socket (for ephemeral kinds such as 20002 typing, which the HTTP
+// bridge refuses) and waits for the relay's OK. Unsigned events are signed first.
+func (l *Live) Publish(ctx context.Context, ev *nostr.Event) error {
+	if err := SignIfUnsigned(ev, l.cfg.SecretKey, time.Now()); err != nil {
+		return err
+	}
+	if err := l.WaitConnected(ctx); err != nil {
+		return err
+	}
+	ch := make(chan okResult, 1)
+	l.mu.Lock()
+	conn := l.conn
+	if conn == nil {
+		l.mu.Unlock()
+		return errors.New("relay connection lost before publish")
+	}
+	l.pending[ev.ID] = ch
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		if l.pending[ev.ID] == ch {
+			delete(l.pending, ev.ID)
+		}
+		l.mu.Unlock()
+	}()
+	if err := writeJSON(ctx, conn, []any{"EVENT", ev}); err != nil {
+		return fmt.Errorf("publish %s: %w", ev.ID, err)
+	}
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return r.err
+		}
+		if !r.accepted {
+			return &RejectedError{EventID: ev.ID, Message: r.message}
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Run connects, authenticates, subscribes and reads until ctx is done, reconnecting with
+// backoff after any failure. It returns ctx's error. Call it once.
+func (l *Live) Run(ctx context.Context) error {
+	defer close(l.events)
+	defer close(l.done)
+	attempt := 0
+	for {
+		wasReady, err := l.session(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if wasReady {
+			attempt = 0
+		}
+		attempt++
+		wait := l.backoff(attempt)
+		l.log.Warn("relay session ended; reconnecting", "url", l.wsURL, "err", err, "attempt", attempt, "wait", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// errReconnect marks a relay message that calls for a fresh connection.
+type errReconnect struct{ reason string }
+
+func (e errReconnect) Error() string { return e.reason }
+
+// session runs one connection to its end. wasReady reports whether it got past auth.
+func (l *Live) session(ctx context.Context) (wasReady bool, err error) {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	dctx, dcancel := context.WithTimeout(sctx, dialTimeout)
+	conn, _, err := websocket.Dial(dctx, l.wsURL, nil)
+	dcancel()
+	if err != nil {
+		return false, fmt.Errorf("dial %s: %w", l.wsURL, err)
+	}
+	defer conn.CloseNow()
+	conn.SetReadLimit(readLimit)
+
+	backlog, err := l.handshake(sctx, conn)
+	if err != nil {
+		return false, err
+	}
+
+	l.mu.Lock()
+	for id, s := range l.subs {
+		l.sendLocked(conn, reqMessage(id, s.reqFilter()))
+	}
+	l.conn = conn
+	close(l.ready)
+	l.mu.Unlock()
+	l.log.Info("relay session ready", "url", l.wsURL)
+
+	defer l.lost()
+
+	go l.pinger(sctx, conn)
+
+	for _, raw := range backlog {
+		if err := l.handle(sctx, conn, raw); err != nil {
+			return true, err
+		}
+	}
+	for {
+		_, raw, err := conn.Read(sctx)
+		if err != nil {
+			return true, fmt.Errorf("read: %w", err)
+		}
+		if err := l.handle(sctx, conn, raw); err != nil {
+			return true, err
+		}
+	}
+}
+
+// lost resets connection state after a session ends and fails publishes waiting for an OK.
+func (l *Live) lost() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.conn = nil
+	l.ready = make(chan struct{})
+	for id, ch := range l.pending {
+		ch <- okResult{err: errors.New("relay connection lost before OK")}
+		delete(l.pending, id)
+	}
+}
+
+// handshake waits for the AUTH challenge, answers it and waits for the OK. Other frames that
+// arrive meanwhile are returned for normal processing afterwards.
+func (l *Live) handshake(ctx context.Context, conn *websocket.Conn) ([][]byte, error) {
+	timeout := l.cfg.HandshakeTimeout
+	if timeout <= 0 {
+		timeout = defaultHandshakeTimeout
+	}
+	hctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	var backlog [][]byte
+	var authID string
+	for {
+		_, raw, err := conn.Read(hctx)
+		if err != nil {
+			if authID == "" {
+				return nil, fmt.Errorf("waiting for AUTH challenge: %w", err)
+			}
+			return nil, fmt.Errorf("waiting for AUTH OK: %w", err)
+		}
+		msg, err := parseRelayMessage(raw)
+		if err != nil {
+			l.log.Debug("ignoring malformed relay frame", "err", err)
+			continue
+		}
+		switch {
+		case msg.label == "AUTH" && authID == "":
+			ev, err := protocol.NewAuthEvent(l.cfg.SecretKey, l.wsURL, msg.challenge, time.Now())
+			if err != nil {
+				return nil, fmt.Errorf("sign AUTH: %w", err)
+			}
+			authID = ev.ID
+			if err := writeJSON(hctx, conn, []any{"AUTH", ev}); err != nil {
+				return nil, fmt.Errorf("send AUTH: %w", err)
+			}
+		case msg.label == "OK" && authID != "" && msg.id == authID:
+			if !msg.accepted {
+				return nil, fmt.Errorf("relay refused AUTH: %s", msg.message)
+			}
+			return backlog, nil
+		default:
+			backlog = append(backlog, raw)
+		}
+	}
+}
+
+func (l *Live) pinger(ctx context.Context, conn *websocket.Conn) {
+	every := l.cfg.PingInterval
+	if every <= 0 {
+		every = defaultPingInterval
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, pongTimeout)
+		err := conn.Ping(pctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				l.log.Warn("relay ping failed; dropping connection", "err", err)
+			}
+			conn.CloseNow()
+			return
+		}
+	}
+}
+
+// handle processes one relay frame. A non-nil error ends the session (reconnect path).
+func (l *Live) handle(ctx context.Context, conn *websocket.Conn, raw []byte) error {
+	msg, err := parseRelayMessage(raw)
+	if err != nil {
+		l.log.Debug("ignoring malformed relay frame", "err", err)
+		return nil
+	}
+	switch msg.label {
+	case "EVENT":
+		return l.handleEvent(ctx, msg)
+	case "EOSE":
+		if !l.wanted(msg.subID) {
+			return nil
+		}
+		return l.deliver(ctx, Incoming{SubID: msg.subID, EOSE: true})
+	case "CLOSED":
+		return l.handleClosed(ctx, msg)
+	case "OK":
+		l.mu.Lock()
+		ch := l.pending[msg.id]
+		delete(l.pending, msg.id)
+		l.mu.Unlock()
+		if ch != nil {
+			ch <- okResult{accepted: msg.accepted, message: msg.message}
+		} else if !msg.accepted {
+			l.log.Warn("relay refused an event", "id", msg.id, "message", msg.message)
+		}
+	case "AUTH":
+		// The relay may re-challenge mid-session; answer on the same socket.
+		ev, err := protocol.NewAuthEvent(l.cfg.SecretKey, l.wsURL, msg.challenge, time.Now())
+		if err != nil {
+			return fmt.Errorf("sign AUTH: %w", err)
+		}
+		l.mu.Lock()
+		l.sendLocked(conn, []any{"AUTH", ev})
+		l.mu.Unlock()
+	case "NOTICE":
+		l.log.Info("relay notice", "message", msg.message)
+	}
+	return nil
+}
+
+func (l *Live) wanted(subID string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.subs[subID]
+	return ok
+}
+
+func (l *Live) handleEvent(ctx context.Context, msg relayMessage) error {
+	if !l.wanted(msg.subID) {
+		return nil // late traffic for a sub we closed
+	}
+	ev := msg.event
+	if err := protocol.CheckEvent(ev); err != nil {
+		l.log.Warn("dropping relay event with bad id or signature", "sub", msg.subID, "err", err)
+		return nil
+	}
+	if l.seen.seenOrAdd(ev.ID) {
+		return nil
+	}
+	if err := l.deliver(ctx, Incoming{SubID: msg.subID, Event: ev}); err != nil {
+		return err
+	}
+	// Only delivered events advance the resubscribe floor, so a stalled consumer never
+	// makes us skip what it did not get.
+	l.mu.Lock()
+	if s := l.subs[msg.subID]; s != nil && ev.CreatedAt > s.lastSeen {
+		s.lastSeen = ev.CreatedAt
+	}
+	l.mu.Unlock()
+	return nil
+}
+
+func (l *Live) handleClosed(ctx context.Context, msg relayMessage) error {
+	if !l.wanted(msg.subID) {
+		return nil // e.g. the relay acknowledging our CLOSE
+	}
+	if err := l.deliver(ctx, Incoming{SubID: msg.subID, Closed: msg.message}); err != nil {
+		return err
+	}
+	if strings.HasPrefix(msg.message, "restricted:") {
+		// Access denied for this sub only (not a member, access revoked): stop asking.
+		l.mu.Lock()
+		delete(l.subs, msg.subID)
+		l.mu.Unlock()
+		return nil
+	}
+	return errReconnect{reason: fmt.Sprintf("subscription %s closed: %s", msg.subID, msg.message)}
+}
+
+func (l *Live) deliver(ctx context.Context, in Incoming) error {
+	select {
+	case l.events <- in:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// sendLocked writes a message while l.mu is held, so REQ/CLOSE order matches desired-state
+// changes. A failed write is only logged: the reader sees the broken socket and reconnects,
+// and reconnecting re-sends the desired state.
+func (l *Live) sendLocked(conn *websocket.Conn, msg []any) {
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	defer cancel()
+	if err := writeJSON(ctx, conn, msg); err != nil {
+		l.log.Warn("relay write failed", "type", msg[0], "err", err)
+		conn.CloseNow()
+	}
+}
+
+func writeJSON(ctx context.Context, conn *websocket.Conn, msg []any) error {
+	raw, err := json.Marshal(msg)
+	if err != nil {
+		return err
+	}
+	return conn.Write(ctx, websocket.MessageText, raw)
+}
+
+// relayMessage is a parsed relay→client frame.
+type relayMessage struct {
+	label     string
+	subID     string
+	event     *nostr.Event
+	id        string // OK event id
+	accepted  bool
+	message   string // OK / CLOSED / NOTICE text
+	challenge string
+}
+
+// parseRelayMessage decodes the relay→client NIP-01/42 frames Live understands.
+func parseRelayMessage(raw []byte) (relayMessage, error) {
+	var arr []json.RawMessage
+	if err := json.Unmarshal(raw, &arr); err != nil {
+		return relayMessage{}, fmt.Errorf("frame is not a JSON array: %w", err)
+	}
+	if len(arr) == 0 {
+		return relayMessage{}, errors.New("empty frame")
+	}
+	var m relayMessage
+	if err := json.Unmarshal(arr[0], &m.label); err != nil {
+		return m, errors.New("frame label is not a string")
+	}
+	str := func(i int, dst *string) error {
+		if i >= len(arr) {
+			return fmt.Errorf("%s frame too short", m.label)
+		}
+		if err := json.Unmarshal(arr[i], dst); err != nil {
+			return fmt.Errorf("%s frame field %d: %w", m.label, i, err)
+		}
+		return nil
+	}
+	switch m.label {
+	case "EVENT":
+		if len(arr) < 3 {
+			return m, errors.New("EVENT frame too short")
+		}
+		if err := str(1, &m.subID); err != nil {
+			return m, err
+		}
+		m.event = &nostr.Event{}
+		if err := json.Unmarshal(arr[2], m.event); err != nil {
+			return m, fmt.Errorf("EVENT frame event: %w", err)
+		}
+	case "EOSE":
+		return m, str(1, &m.subID)
+	case "CLOSED":
+		if err := str(1, &m.subID); err != nil {
+			return m, err
+		}
+		if len(arr) > 2 {
+			_ = json.Unmarshal(arr[2], &m.message)
+		}
+	case "OK":
+		if len(arr) < 3 {
+			return m, errors.New("OK frame too short")
+		}
+		if err := str(1, &m.id); err != nil {
+			return m, err
+		}
+		if err := json.Unmarshal(arr[2], &m.accepted); err != nil {
+			return m, fmt.Errorf("OK frame accepted flag: %w", err)
+		}
+		if len(arr) > 3 {
+			_ = json.Unmarshal(arr[3], &m.message)
+		}
+	case "AUTH":
+		return m, str(1, &m.challenge)
+	case "NOTICE":
+		return m, str(1, &m.message)
+	}
+	return m, nil
+}
+
+// dedup remembers recently seen ids in two generations, so memory stays bounded while the last
+// gen..2*gen ids are always recognised.
+type dedup struct {
+	gen       int
+	cur, prev map[string]struct{}
+}
+
+func newDedup(gen int) dedup {
+	return dedup{gen: gen, cur: make(map[string]struct{}, gen)}
+}
+
+func (d *dedup) seenOrAdd(id string) bool {
+	if _, ok := d.cur[id]; ok {
+		return true
+	}
+	if _, ok := d.prev[id]; ok {
+		return true
+	}
+	if len(d.cur) >= d.gen {
+		d.prev, d.cur = d.cur, make(map[string]struct{}, d.gen)
+	}
+	d.cur[id] = struct{}{}
+	return false
+}

@@ -1,0 +1,263 @@
+package harness_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/relay/relaytest"
+	"github.com/buzz-harness/buzz/internal/testbin"
+)
+
+// stack is a real relay, real keys, one channel with the agent as member, and (once started) the
+// real buzz-acp binary driving the scripted test agent, which replies with the real buzz CLI.
+type stack struct {
+	t        *testing.T
+	relay    *relaytest.Server
+	bin      string
+	ownerSK  string
+	ownerPK  string
+	agentSK  string
+	agentPK  string
+	channel  string
+	stateDir string
+	record   string
+	agentDir string
+	harness  *exec.Cmd
+	logs     *syncBuffer
+	exited   chan error
+}
+
+func newStack(t *testing.T) *stack {
+	t.Helper()
+	s := &stack{t: t, relay: relaytest.Start(t)}
+	s.bin = testbin.Dir(t, "cmd/buzz", "cmd/buzz-acp", "internal/testagent")
+	s.ownerSK, s.ownerPK = newKey(t)
+	s.agentSK, s.agentPK = newKey(t)
+	s.channel = s.relay.CreateChannel(t, s.ownerSK, "general", false)
+	s.relay.AddMember(t, s.ownerSK, s.channel, s.agentPK, "bot")
+	dir := t.TempDir()
+	s.stateDir = filepath.Join(dir, "state")
+	s.record = filepath.Join(dir, "record.jsonl")
+	s.agentDir = filepath.Join(dir, "agent-state")
+	return s
+}
+
+func newKey(t *testing.T) (sk, pk string) {
+	sk = nostr.GeneratePrivateKey()
+	pk, err := protocol.PublicKey(sk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sk, pk
+}
+
+// start runs buzz-acp with the test agent; env entries override the defaults.
+func (s *stack) start(args []string, env ...string) {
+	s.t.Helper()
+	cmd := exec.Command(filepath.Join(s.bin, "buzz-acp"), append([]string{
+		"--agent-command", filepath.Join(s.bin, "testagent"),
+		"--relay-url", s.relay.URL,
+		"--agent-owner", s.ownerPK,
+		"--state-dir", s.stateDir,
+		"--agent-cwd", s.t.TempDir(),
+		"--log-level", "debug",
+	}, args...)...)
+	cmd.Env = append(os.Environ(),
+		"BUZZ_PRIVATE_KEY="+s.agentSK,
+		"TESTAGENT_RECORD="+s.record,
+		"TESTAGENT_STATE_DIR="+s.agentDir,
+	)
+	cmd.Env = append(cmd.Env, env...)
+	s.logs = &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = s.logs, s.logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	s.harness = cmd
+	s.exited = make(chan error, 1)
+	go func() { s.exited <- cmd.Wait() }()
+	s.t.Cleanup(func() { s.kill() })
+	s.waitLog("buzz-acp ready", 20*time.Second)
+}
+
+// kill stops buzz-acp and its agents (SIGKILL to the process group).
+func (s *stack) kill() {
+	if s.harness == nil {
+		return
+	}
+	_ = syscall.Kill(-s.harness.Process.Pid, syscall.SIGKILL)
+	<-s.exited
+	s.harness = nil
+	if s.t.Failed() {
+		s.t.Logf("buzz-acp output:\n%s", s.logs.String())
+	}
+}
+
+func (s *stack) waitLog(substr string, timeout time.Duration) {
+	s.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !strings.Contains(s.logs.String(), substr) {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("timed out waiting for log %q; output:\n%s", substr, s.logs.String())
+		}
+		select {
+		case err := <-s.exited:
+			s.exited <- err
+			s.t.Fatalf("buzz-acp exited (%v) before logging %q; output:\n%s", err, substr, s.logs.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// mention posts a kind-9 message in the channel that p-tags the agent.
+func (s *stack) mention(sk, content string, tags ...nostr.Tag) nostr.Event {
+	s.t.Helper()
+	ev := nostr.Event{Kind: 9, Content: content, CreatedAt: nostr.Now(),
+		Tags: append(nostr.Tags{{"h", s.channel}, {"p", s.agentPK}}, tags...)}
+	if err := ev.Sign(sk); err != nil {
+		s.t.Fatal(err)
+	}
+	s.relay.Publish(s.t, sk, ev)
+	return ev
+}
+
+// waitEvent polls the relay until a query returns something, or fails after timeout.
+func (s *stack) waitEvent(timeout time.Duration, f nostr.Filter) nostr.Event {
+	s.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if evs := s.relay.Query(s.t, s.ownerSK, f); len(evs) > 0 {
+			return evs[0]
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("timed out waiting for %v; buzz-acp output:\n%s", f, s.logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitReply waits for the agent's kind-9 reply referencing event id.
+func (s *stack) waitReply(id string) nostr.Event {
+	s.t.Helper()
+	return s.waitEvent(30*time.Second, nostr.Filter{Kinds: []int{9}, Authors: []string{s.agentPK}, Tags: nostr.TagMap{"e": {id}}})
+}
+
+// waitOutcome waits for the agent's 40099 row answering the owner command event id.
+func (s *stack) waitOutcome(id string) map[string]any {
+	s.t.Helper()
+	ev := s.waitEvent(20*time.Second, nostr.Filter{Kinds: []int{protocol.KindSystemMessage}, Authors: []string{s.agentPK}, Tags: nostr.TagMap{"e": {id}}})
+	var out map[string]any
+	if err := json.Unmarshal([]byte(ev.Content), &out); err != nil {
+		s.t.Fatalf("outcome row content %q: %v", ev.Content, err)
+	}
+	return out
+}
+
+// recorded returns what the test agent received, as {method, params} records.
+func (s *stack) recorded() []record {
+	s.t.Helper()
+	f, err := os.Open(s.record)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil
+		}
+		s.t.Fatal(err)
+	}
+	defer f.Close()
+	var out []record
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		var r record
+		if json.Unmarshal(sc.Bytes(), &r) == nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+type record struct {
+	Type   string          `json:"type"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+}
+
+// prompts returns the text of every session/prompt the agent received.
+func (s *stack) prompts() []string {
+	var out []string
+	for _, r := range s.recorded() {
+		if r.Method != "session/prompt" {
+			continue
+		}
+		var p struct {
+			Prompt []struct{ Text string } `json:"prompt"`
+		}
+		_ = json.Unmarshal(r.Params, &p)
+		var b strings.Builder
+		for _, blk := range p.Prompt {
+			b.WriteString(blk.Text + "\n")
+		}
+		out = append(out, b.String())
+	}
+	return out
+}
+
+func (s *stack) methods(name string) []record {
+	var out []record
+	for _, r := range s.recorded() {
+		if r.Method == name {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+var _ io.Writer = (*syncBuffer)(nil)
+
+func TestMentionGetsThreadedReply(t *testing.T) {
+	s := newStack(t)
+	s.start(nil)
+	m := s.mention(s.ownerSK, "hello agent")
+	reply := s.waitReply(m.ID)
+	if !strings.Contains(reply.Content, "hello agent") {
+		t.Fatalf("reply %q does not answer the mention", reply.Content)
+	}
+	ref := protocol.ParseThread(reply.Tags)
+	if ref.Parent != m.ID || ref.Root != m.ID {
+		t.Fatalf("reply is not threaded under the mention: %+v", ref)
+	}
+	if ch, _ := protocol.ChannelID(reply.Tags); ch != s.channel {
+		t.Fatalf("reply in channel %q, want %q", ch, s.channel)
+	}
+}

@@ -1,0 +1,208 @@
+// Package harness is buzz-acp's core: it listens for mentions on a Buzz relay, queues them per
+// channel, and drives ACP agents with one session per channel.
+//
+// One goroutine (Run's loop) owns all mutable state: the queue, the channel table, the agent
+// slots. Turns run in their own goroutines with exclusive use of a slot and report back over a
+// channel; nothing else touches a busy slot.
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/buzz-harness/buzz/internal/client"
+	"github.com/buzz-harness/buzz/internal/observer"
+	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/sessionstore"
+)
+
+// Harness is one running buzz-acp.
+type Harness struct {
+	cfg    Config
+	log    *slog.Logger
+	bus    *observer.Bus
+	agent  string // our pubkey hex
+	bridge *client.Bridge
+	live   *client.Live
+	store  *sessionstore.Store
+	queue  *Queue
+	gate   Gate
+
+	channels map[string]*channel // subscribed channels by id
+	removed  map[string]bool     // channels we were removed from while a turn ran
+	seen     *idSet              // event ids already accepted (a replay never prompts twice)
+	memberTS int64               // newest membership notice handled
+
+	slots    []*slot
+	inflight map[string]*turnHandle // channel → running turn
+	// resumeRetried marks channels whose resume already failed indeterminately once.
+	resumeRetried map[string]bool
+	results       chan turnResult
+	spawns        chan spawnResult
+	wake          chan struct{}
+
+	watermark time.Time // taken before connecting: the first subscription's since
+	now       func() time.Time
+	shutdown  context.CancelFunc
+}
+
+// channel is a subscribed channel and what we know about it.
+type channel struct {
+	ID    string
+	Name  string
+	Type  string // stream | private | dm | unknown
+	About string
+}
+
+// New prepares a harness: it validates cfg and opens the session store (taking its lock).
+func New(cfg Config) (*Harness, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	pk, err := protocol.PublicKey(cfg.SecretKey)
+	if err != nil {
+		return nil, fmt.Errorf("private key: %w", err)
+	}
+	h := &Harness{
+		cfg:           cfg,
+		log:           cfg.Logger,
+		bus:           cfg.Observer,
+		agent:         pk,
+		bridge:        client.NewBridge(cfg.RelayURL, cfg.SecretKey),
+		queue:         NewQueue(),
+		gate:          Gate{Mode: cfg.RespondTo, Owner: cfg.Owner, Allowlist: cfg.Allowlist},
+		channels:      map[string]*channel{},
+		removed:       map[string]bool{},
+		seen:          newIDSet(20000),
+		inflight:      map[string]*turnHandle{},
+		resumeRetried: map[string]bool{},
+		results:       make(chan turnResult, 64),
+		spawns:        make(chan spawnResult, 64),
+		wake:          make(chan struct{}, 1),
+		now:           time.Now,
+	}
+	if cfg.NoResumeSessions {
+		h.store = sessionstore.Disabled()
+	} else {
+		h.store, err = sessionstore.Open(cfg.StateDir, pk, cfg.Logger)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+// PublicKey is the agent's pubkey (hex).
+func (h *Harness) PublicKey() string { return h.agent }
+
+// Run connects, discovers channels, starts the agent pool and serves until ctx ends or the owner
+// sends !shutdown. Subscriptions come up (and events queue) before the pool is ready, so a slow
+// agent start never drops a mention.
+func (h *Harness) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	h.shutdown = cancel
+	defer h.store.Close()
+
+	h.watermark = h.now()
+	h.live = client.NewLive(client.LiveConfig{RelayURL: h.cfg.RelayURL, SecretKey: h.cfg.SecretKey, Logger: h.log})
+	liveErr := make(chan error, 1)
+	go func() { liveErr <- h.live.Run(ctx) }()
+
+	if err := h.discover(ctx); err != nil {
+		return err
+	}
+	h.live.Subscribe(subMembership, nostr.Filter{
+		Kinds: []int{protocol.KindMemberAdded, protocol.KindMemberRemoved},
+		Tags:  nostr.TagMap{"p": {h.agent}},
+		Since: ptrTS(h.watermark),
+	})
+	h.log.Info("buzz-acp ready", "agent", h.agent, "channels", len(h.channels), "relay", h.cfg.RelayURL)
+
+	h.slots = make([]*slot, h.cfg.Agents)
+	for i := range h.slots {
+		h.slots[i] = &slot{idx: i}
+		h.startSpawn(ctx, h.slots[i])
+	}
+
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	defer h.stopAll()
+	for {
+		h.dispatch(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-liveErr:
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("relay connection: %w", err)
+		case in := <-h.live.Events():
+			h.handleIncoming(ctx, in)
+		case r := <-h.results:
+			h.finishTurn(ctx, r)
+		case s := <-h.spawns:
+			h.finishSpawn(ctx, s)
+		case <-tick.C:
+			h.maintain(ctx)
+		case <-h.wake:
+		}
+	}
+}
+
+func (h *Harness) poke() {
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// stopAll cancels running turns and stops every agent process.
+func (h *Harness) stopAll() {
+	for _, t := range h.inflight {
+		t.cancel(errShutdown)
+	}
+	for _, s := range h.slots {
+		if s.proc != nil {
+			_ = s.proc.Kill()
+		}
+	}
+}
+
+var errShutdown = errors.New("harness shutting down")
+
+func ptrTS(t time.Time) *nostr.Timestamp {
+	ts := nostr.Timestamp(t.Unix())
+	return &ts
+}
+
+// idSet remembers recent ids in two generations, so memory stays bounded.
+type idSet struct {
+	cap       int
+	cur, prev map[string]struct{}
+}
+
+func newIDSet(capacity int) *idSet {
+	return &idSet{cap: capacity / 2, cur: map[string]struct{}{}, prev: map[string]struct{}{}}
+}
+
+// Add records id and reports whether it was new.
+func (s *idSet) Add(id string) bool {
+	if _, ok := s.cur[id]; ok {
+		return false
+	}
+	if _, ok := s.prev[id]; ok {
+		return false
+	}
+	if len(s.cur) >= s.cap {
+		s.prev, s.cur = s.cur, map[string]struct{}{}
+	}
+	s.cur[id] = struct{}{}
+	return true
+}

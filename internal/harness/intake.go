@@ -1,0 +1,144 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/buzz-harness/buzz/internal/protocol"
+)
+
+var (
+	errOwnerCancel = errors.New("cancelled by the owner")
+	errRotate      = errors.New("session rotated by the owner")
+	errLeft        = errors.New("agent left the channel")
+)
+
+// handleEvent runs the intake pipeline for one channel event, in upstream's order:
+// membership → ignore self → owner commands → author gate → queue.
+func (h *Harness) handleEvent(ctx context.Context, ev *nostr.Event) {
+	chID, ok := protocol.ChannelID(ev.Tags)
+	if !ok {
+		return
+	}
+	c := h.channels[chID]
+	if c == nil {
+		return // not (or no longer) a member
+	}
+	if !h.seen.Add(ev.ID) {
+		return
+	}
+	if ev.PubKey == h.agent {
+		return
+	}
+	if cmd := ParseOwnerCommand(ev, h.cfg.Owner, h.agent); cmd != CmdNone {
+		h.ownerCommand(ctx, cmd, c, ev)
+		return
+	}
+	if !h.gate.Allows(ev.PubKey, c.Type) {
+		h.log.Debug("author gate dropped event", "event", ev.ID, "author", ev.PubKey, "channel", chID)
+		return
+	}
+	if dropped := h.queue.Push(chID, ev, h.now()); dropped != nil {
+		h.log.Warn("queue full; dropped oldest event", "channel", chID, "event", dropped.ID)
+	}
+	h.log.Info("queued", "channel", chID, "event", ev.ID, "author", ev.PubKey)
+	h.poke()
+}
+
+// ownerCommand carries out !cancel, !rotate, !shutdown and !status and answers each — no-ops
+// included — with an agent-signed kind 40099 row in the thread where it was typed.
+func (h *Harness) ownerCommand(ctx context.Context, cmd OwnerCommand, c *channel, ev *nostr.Event) {
+	h.log.Info("owner command", "command", cmd, "channel", c.ID)
+	t := h.inflight[c.ID]
+	outcome := map[string]any{"actor": ev.PubKey, "target": h.agent}
+	switch cmd {
+	case CmdCancel:
+		if t != nil {
+			t.cancel(errOwnerCancel)
+			outcome["type"] = "turn_cancelled"
+		} else {
+			outcome["type"] = "cancel_noop"
+		}
+	case CmdRotate:
+		had := t != nil
+		if _, ok := h.store.Get(c.ID, h.storeScope()); ok {
+			had = true
+		}
+		if err := h.store.Remove(c.ID); err != nil {
+			h.log.Warn("session store", "err", err)
+		}
+		h.store.RequestFresh(c.ID)
+		for _, s := range h.slots {
+			if s.invalidateChannel(c.ID, s.busy) {
+				had = true
+			}
+		}
+		if t != nil {
+			t.cancel(errRotate)
+		}
+		outcome["type"] = "session_rotated"
+		if !had {
+			outcome["type"] = "rotate_noop"
+		}
+	case CmdShutdown:
+		outcome["type"] = "agent_shutdown"
+	case CmdStatus:
+		outcome["type"] = "status"
+		outcome["status"] = h.status()
+	}
+	row := h.outcomeRow(c.ID, ev, outcome)
+	if cmd == CmdShutdown {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		h.publish(pctx, row)
+		cancel()
+		h.shutdown()
+		return
+	}
+	go func() {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		h.publish(pctx, row)
+	}()
+}
+
+// outcomeRow builds the 40099 row answering an owner command, threaded under the command.
+func (h *Harness) outcomeRow(chID string, cmdEv *nostr.Event, payload map[string]any) *nostr.Event {
+	content, _ := json.Marshal(payload)
+	tags := nostr.Tags{{"h", chID}}
+	tags = append(tags, threadTags(cmdEv)...)
+	return &nostr.Event{Kind: protocol.KindSystemMessage, Content: string(content), Tags: tags, CreatedAt: nostr.Now()}
+}
+
+// threadTags are the e tags that reply to ev in its thread (ev starts one if top-level).
+func threadTags(ev *nostr.Event) nostr.Tags {
+	ref := protocol.ParseThread(ev.Tags)
+	root := ref.Root
+	if root == "" {
+		root = ev.ID
+	}
+	return protocol.ReplyTags(root, ev.ID)
+}
+
+func (h *Harness) publish(ctx context.Context, ev *nostr.Event) {
+	res, err := h.bridge.Publish(ctx, ev)
+	if err != nil {
+		h.log.Warn("publish failed", "kind", ev.Kind, "err", err)
+		return
+	}
+	if !res.Accepted {
+		h.log.Warn("relay refused event", "kind", ev.Kind, "message", res.Message)
+	}
+}
+
+// status summarises queued and in-flight work per channel.
+func (h *Harness) status() map[string]any {
+	chans := map[string]any{}
+	for id := range h.channels {
+		chans[id] = map[string]any{"queued": h.queue.Len(id), "in_flight": h.queue.InFlight(id)}
+	}
+	return map[string]any{"channels": chans}
+}

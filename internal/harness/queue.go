@@ -1,0 +1,218 @@
+package harness
+
+import (
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+)
+
+// Queue limits, as upstream: a batch drains at most maxBatch events; a channel holds at most
+// maxQueued (oldest dropped); after maxAttempts failed turns a batch is dead-lettered.
+const (
+	maxBatch    = 50
+	maxQueued   = 500
+	maxAttempts = 10
+	retryBase   = 5 * time.Second
+	retryCap    = 300 * time.Second
+)
+
+// queued is one accepted event waiting for a turn.
+type queued struct {
+	Event      *nostr.Event
+	ReceivedAt time.Time
+}
+
+// Batch is what one turn prompts with: events of one channel, sorted by created_at.
+type Batch struct {
+	ChannelID string
+	Items     []queued
+	Attempt   int // failed attempts so far
+}
+
+// Events returns the batch's events in order.
+func (b *Batch) Events() []*nostr.Event {
+	out := make([]*nostr.Event, len(b.Items))
+	for i, it := range b.Items {
+		out[i] = it.Event
+	}
+	return out
+}
+
+// IDs returns the batch's event ids in order.
+func (b *Batch) IDs() []string {
+	out := make([]string, len(b.Items))
+	for i, it := range b.Items {
+		out[i] = it.Event.ID
+	}
+	return out
+}
+
+// Last returns the newest event, which decides scope and reply anchor.
+func (b *Batch) Last() *nostr.Event { return b.Items[len(b.Items)-1].Event }
+
+type channelQueue struct {
+	items     []queued
+	inFlight  bool
+	attempts  int
+	notBefore time.Time
+}
+
+// Queue is the per-channel FIFO: at most one batch in flight per channel; the channel whose oldest
+// event arrived first goes next. It is not safe for concurrent use: the harness loop owns it.
+type Queue struct {
+	chans  map[string]*channelQueue
+	jitter func() float64 // in [0.8, 1.2]; injectable for tests
+}
+
+// NewQueue returns an empty queue.
+func NewQueue() *Queue {
+	return &Queue{chans: map[string]*channelQueue{}, jitter: func() float64 { return 0.8 + 0.4*rand.Float64() }}
+}
+
+func (q *Queue) ch(id string) *channelQueue {
+	c := q.chans[id]
+	if c == nil {
+		c = &channelQueue{}
+		q.chans[id] = c
+	}
+	return c
+}
+
+// Push appends an accepted event. It reports the event dropped to respect the cap, if any.
+func (q *Queue) Push(channelID string, ev *nostr.Event, now time.Time) (dropped *nostr.Event) {
+	c := q.ch(channelID)
+	c.items = append(c.items, queued{Event: ev, ReceivedAt: now})
+	if len(c.items) > maxQueued {
+		dropped = c.items[0].Event
+		c.items = c.items[1:]
+	}
+	return dropped
+}
+
+// Next picks the ready channel with the oldest head event, drains up to maxBatch events sorted
+// by created_at, and marks the channel in flight. ok is false when nothing is ready.
+func (q *Queue) Next(now time.Time) (b *Batch, ok bool) {
+	var best string
+	var bestAt time.Time
+	for id, c := range q.chans {
+		if c.inFlight || len(c.items) == 0 || now.Before(c.notBefore) {
+			continue
+		}
+		if best == "" || c.items[0].ReceivedAt.Before(bestAt) || (c.items[0].ReceivedAt.Equal(bestAt) && id < best) {
+			best, bestAt = id, c.items[0].ReceivedAt
+		}
+	}
+	if best == "" {
+		return nil, false
+	}
+	c := q.chans[best]
+	n := min(len(c.items), maxBatch)
+	items := slices.Clone(c.items[:n])
+	c.items = c.items[n:]
+	// Relays replay newest-first; the prompt's last event must be the newest.
+	slices.SortStableFunc(items, func(a, b queued) int { return int(a.Event.CreatedAt) - int(b.Event.CreatedAt) })
+	c.inFlight = true
+	return &Batch{ChannelID: best, Items: items, Attempt: c.attempts}, true
+}
+
+// NextReady reports when the earliest throttled channel becomes ready (zero if none waits).
+func (q *Queue) NextReady(now time.Time) time.Time {
+	var t time.Time
+	for _, c := range q.chans {
+		if c.inFlight || len(c.items) == 0 || !now.Before(c.notBefore) {
+			continue
+		}
+		if t.IsZero() || c.notBefore.Before(t) {
+			t = c.notBefore
+		}
+	}
+	return t
+}
+
+// Complete ends a successful turn: the channel may run again and its failure count resets.
+func (q *Queue) Complete(channelID string) {
+	c := q.ch(channelID)
+	c.inFlight = false
+	c.attempts = 0
+	c.notBefore = time.Time{}
+}
+
+// Requeue puts a failed batch back at the front with backoff. After maxAttempts failures it
+// returns deadLetter = true and the batch is not requeued: the caller sends a failure notice.
+func (q *Queue) Requeue(b *Batch, now time.Time) (deadLetter bool) {
+	c := q.ch(b.ChannelID)
+	c.inFlight = false
+	c.attempts++
+	if c.attempts >= maxAttempts {
+		c.attempts = 0
+		c.notBefore = time.Time{}
+		return true
+	}
+	d := retryBase << (c.attempts - 1)
+	if d > retryCap || d <= 0 {
+		d = retryCap
+	}
+	c.notBefore = now.Add(time.Duration(float64(d) * q.jitter()))
+	c.items = append(slices.Clone(b.Items), c.items...)
+	if len(c.items) > maxQueued {
+		c.items = c.items[len(c.items)-maxQueued:]
+	}
+	return false
+}
+
+// Return puts a batch back at the front without counting a failure (no agent was free, or the
+// agent died for reasons unrelated to this batch).
+func (q *Queue) Return(b *Batch) {
+	c := q.ch(b.ChannelID)
+	c.inFlight = false
+	c.items = append(slices.Clone(b.Items), c.items...)
+}
+
+// Drop ends an in-flight batch without requeueing it (owner cancel or rotate).
+func (q *Queue) Drop(channelID string) {
+	c := q.ch(channelID)
+	c.inFlight = false
+}
+
+// Drain removes a channel's queued events (the agent left it) and returns them.
+func (q *Queue) Drain(channelID string) []*nostr.Event {
+	c := q.chans[channelID]
+	if c == nil {
+		return nil
+	}
+	out := make([]*nostr.Event, len(c.items))
+	for i, it := range c.items {
+		out[i] = it.Event
+	}
+	c.items = nil
+	if !c.inFlight {
+		delete(q.chans, channelID)
+	}
+	return out
+}
+
+// InFlight reports whether channelID has a turn running.
+func (q *Queue) InFlight(channelID string) bool {
+	c := q.chans[channelID]
+	return c != nil && c.inFlight
+}
+
+// Len reports queued (not in-flight) events of a channel.
+func (q *Queue) Len(channelID string) int {
+	if c := q.chans[channelID]; c != nil {
+		return len(c.items)
+	}
+	return 0
+}
+
+// Pending reports whether any channel has queued events.
+func (q *Queue) Pending() bool {
+	for _, c := range q.chans {
+		if len(c.items) > 0 {
+			return true
+		}
+	}
+	return false
+}

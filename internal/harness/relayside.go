@@ -1,0 +1,198 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/buzz-harness/buzz/internal/client"
+	"github.com/buzz-harness/buzz/internal/protocol"
+)
+
+const (
+	subMembership = "membership-notif"
+	subChannelPfx = "ch-"
+)
+
+// discover finds the channels the agent is a member of (39002 #p self → 39000 #d) and subscribes
+// to each. It retries on the upstream ladder (1, 2, 4, 8, 16 s) before giving up.
+func (h *Harness) discover(ctx context.Context) error {
+	var err error
+	for attempt, delay := 0, time.Second; attempt < 6; attempt, delay = attempt+1, delay*2 {
+		var chans []*channel
+		if chans, err = h.memberChannels(ctx); err == nil {
+			for _, c := range chans {
+				h.subscribe(c, h.watermark)
+			}
+			return nil
+		}
+		h.log.Warn("channel discovery failed; retrying", "err", err, "in", delay)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+	}
+	return fmt.Errorf("discover channels: %w", err)
+}
+
+func (h *Harness) memberChannels(ctx context.Context) ([]*channel, error) {
+	lists, err := h.bridge.Query(ctx, client.Filter{Filter: nostr.Filter{
+		Kinds: []int{protocol.KindGroupMembers}, Tags: nostr.TagMap{"p": {h.agent}}, Limit: 1000}})
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	seen := map[string]bool{}
+	for i := range lists {
+		d := protocol.TagValue(lists[i].Tags, "d")
+		if protocol.IsUUID(d) && !seen[d] && isMember(&lists[i], h.agent) {
+			seen[d] = true
+			ids = append(ids, d)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	metas, err := h.bridge.Query(ctx, client.Filter{Filter: nostr.Filter{
+		Kinds: []int{protocol.KindGroupMetadata}, Tags: nostr.TagMap{"d": ids}, Limit: len(ids) * 2}})
+	if err != nil {
+		return nil, err
+	}
+	byID := map[string]protocol.ChannelMeta{}
+	for i := range metas {
+		m := protocol.ParseChannelMeta(&metas[i])
+		if _, dup := byID[m.ID]; !dup { // newest first
+			byID[m.ID] = m
+		}
+	}
+	var out []*channel
+	for _, id := range ids {
+		if h.cfg.Channels != nil && !h.cfg.Channels[id] {
+			continue
+		}
+		m, ok := byID[id]
+		switch {
+		case !ok:
+			out = append(out, &channel{ID: id, Name: "unknown", Type: "unknown"})
+		case m.Archived:
+			continue
+		default:
+			out = append(out, channelFromMeta(m))
+		}
+	}
+	return out, nil
+}
+
+// isMember reports whether a 39002 list (the newest for its channel) names pk.
+func isMember(ev *nostr.Event, pk string) bool {
+	for _, m := range protocol.ParseMembers(ev) {
+		if m.Pubkey == pk {
+			return true
+		}
+	}
+	return false
+}
+
+func channelFromMeta(m protocol.ChannelMeta) *channel {
+	return &channel{ID: m.ID, Name: m.Name, Type: m.HarnessType(), About: m.About}
+}
+
+// subscribe starts listening on a channel from since.
+func (h *Harness) subscribe(c *channel, since time.Time) {
+	h.channels[c.ID] = c
+	delete(h.removed, c.ID)
+	f := nostr.Filter{Tags: nostr.TagMap{"h": {c.ID}}, Since: ptrTS(since)}
+	if len(h.cfg.Kinds) > 0 {
+		f.Kinds = h.cfg.Kinds
+	}
+	if !h.cfg.NoMentionFilter {
+		f.Tags["p"] = []string{h.agent}
+	}
+	h.live.Subscribe(subChannelPfx+c.ID, f)
+	h.log.Info("subscribed", "channel", c.ID, "name", c.Name, "type", c.Type)
+}
+
+// leave stops listening on a channel and forgets everything about it: queued events, the
+// remembered session, live sessions (a running turn's session is dropped when it returns).
+func (h *Harness) leave(id, why string) {
+	if _, ok := h.channels[id]; !ok {
+		return
+	}
+	h.live.Unsubscribe(subChannelPfx + id)
+	delete(h.channels, id)
+	h.removed[id] = true
+	dropped := h.queue.Drain(id)
+	if err := h.store.Remove(id); err != nil {
+		h.log.Warn("session store", "err", err)
+	}
+	for _, s := range h.slots {
+		s.invalidateChannel(id, s.busy)
+	}
+	if t := h.inflight[id]; t != nil {
+		t.cancel(errLeft)
+	}
+	h.log.Info("left channel", "channel", id, "why", why, "dropped_events", len(dropped))
+}
+
+// handleIncoming routes one message from the live relay connection.
+func (h *Harness) handleIncoming(ctx context.Context, in client.Incoming) {
+	switch {
+	case in.Closed != "":
+		if id, ok := strings.CutPrefix(in.SubID, subChannelPfx); ok && strings.HasPrefix(in.Closed, "restricted:") {
+			h.leave(id, in.Closed)
+		}
+	case in.Event == nil:
+	case in.SubID == subMembership:
+		h.handleMembership(ctx, in.Event)
+	default:
+		h.handleEvent(ctx, in.Event)
+	}
+}
+
+// handleMembership subscribes to channels we are added to (replaying from the notice's time) and
+// leaves channels we are removed from. Notices older than the newest handled are stale.
+func (h *Harness) handleMembership(ctx context.Context, ev *nostr.Event) {
+	if int64(ev.CreatedAt) < h.memberTS || !h.seen.Add(ev.ID) {
+		return
+	}
+	h.memberTS = int64(ev.CreatedAt)
+	id, ok := protocol.ChannelID(ev.Tags)
+	if !ok || !protocol.Mentioned(ev.Tags, h.agent) {
+		return
+	}
+	if h.cfg.Channels != nil && !h.cfg.Channels[id] {
+		return
+	}
+	switch ev.Kind {
+	case protocol.KindMemberAdded:
+		if _, ok := h.channels[id]; ok {
+			return
+		}
+		c := &channel{ID: id, Name: "unknown", Type: "unknown"}
+		if m, err := h.channelMeta(ctx, id); err == nil && m != nil {
+			if m.Archived {
+				return
+			}
+			c = channelFromMeta(*m)
+		}
+		h.subscribe(c, ev.CreatedAt.Time())
+	case protocol.KindMemberRemoved:
+		h.leave(id, "removed from channel")
+	}
+}
+
+func (h *Harness) channelMeta(ctx context.Context, id string) (*protocol.ChannelMeta, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	evs, err := h.bridge.Query(ctx, client.Filter{Filter: nostr.Filter{
+		Kinds: []int{protocol.KindGroupMetadata}, Tags: nostr.TagMap{"d": {id}}, Limit: 1}})
+	if err != nil || len(evs) == 0 {
+		return nil, err
+	}
+	m := protocol.ParseChannelMeta(&evs[0])
+	return &m, nil
+}

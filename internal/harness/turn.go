@@ -1,0 +1,255 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/buzz-harness/buzz/internal/acp"
+	"github.com/buzz-harness/buzz/internal/observer"
+	"github.com/buzz-harness/buzz/internal/prompt"
+	"github.com/buzz-harness/buzz/internal/sessionstore"
+)
+
+// turnHandle lets the loop stop a running turn; the cause says why (owner cancel, rotate, leave).
+type turnHandle struct {
+	cancel context.CancelCauseFunc
+	slot   *slot
+}
+
+// turnInput is everything a turn goroutine needs; it touches nothing else of the harness's state.
+type turnInput struct {
+	slot    *slot
+	proc    *acp.Process
+	ident   AgentIdentity
+	channel channel
+	batch   *Batch
+	session *chanSession // nil: open one (resume, load or new)
+	retried bool         // an indeterminate resume already cost one respawn
+	fresh   bool         // the owner rotated: _meta.freshSession on session/new
+	turnID  string
+}
+
+// turnResult is what a turn reports back to the loop.
+type turnResult struct {
+	in         turnInput
+	session    *chanSession // the session used (nil if none could be opened)
+	newSession bool
+	gooseProbe *bool
+	stop       string // stopReason when the prompt returned
+	delivered  []string
+	standing   bool // standing context went out in this prompt's user message
+	err        error
+	cause      error // why the turn's context was cancelled, if it was
+	resumeLost bool  // resume failed indeterminately: respawn and retry once
+	outputAt   time.Time
+}
+
+// dispatch starts turns while there is ready work and an idle agent.
+func (h *Harness) dispatch(ctx context.Context) {
+	for ctx.Err() == nil && h.idleSlot() {
+		b, ok := h.queue.Next(h.now())
+		if !ok {
+			return
+		}
+		c := h.channels[b.ChannelID]
+		if c == nil { // left while queued
+			h.queue.Drop(b.ChannelID)
+			continue
+		}
+		s := h.claim(b.ChannelID)
+		in := turnInput{
+			slot: s, proc: s.proc, ident: s.ident, channel: *c, batch: b,
+			session: s.sessions[b.ChannelID],
+			turnID:  b.Last().ID[:12],
+		}
+		if in.session == nil {
+			in.fresh = h.store.TakeFresh(c.ID)
+			in.retried = h.resumeRetried[c.ID]
+		}
+		s.busy = true
+		tctx, cancel := context.WithCancelCause(ctx)
+		h.inflight[c.ID] = &turnHandle{cancel: cancel, slot: s}
+		go func() {
+			r := h.runTurn(tctx, in)
+			r.cause = context.Cause(tctx)
+			if r.cause == context.Canceled || errors.Is(r.cause, ctx.Err()) && ctx.Err() != nil {
+				r.cause = errShutdown
+			}
+			cancel(nil)
+			h.results <- r
+		}()
+	}
+}
+
+// runTurn opens (or reuses) the channel's session, renders the prompt and runs it.
+func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
+	r.in = in
+	start := h.now()
+	h.emit(in, "turn_started", map[string]any{"events": in.batch.IDs(), "attempt": in.batch.Attempt})
+	sess := in.session
+	if sess == nil {
+		var err error
+		sess, r.gooseProbe, r.resumeLost, err = h.openSession(ctx, in)
+		if err != nil {
+			r.err = err
+			return r
+		}
+		r.newSession = true
+	}
+	r.session = sess
+
+	rendered := h.renderTurn(ctx, in, sess)
+	blocks := make([]acp.ContentBlock, len(rendered.Blocks))
+	for i, b := range rendered.Blocks {
+		blocks[i] = acp.ContentBlock{Type: "text", Text: b}
+	}
+	if rendered.Stats.StandingIncluded {
+		h.emitSystemPrompt(in, sess, prompt.Standing{}, rendered.Blocks)
+	}
+	h.emit(in, "prompt_context_delivery", map[string]any{
+		"route":                   sess.Route,
+		"promptBytes":             rendered.Stats.PromptBytes,
+		"standingContextIncluded": rendered.Stats.StandingIncluded,
+		"eventDeltaCount":         rendered.Stats.EventDeltaCount,
+		"contextComplete":         rendered.ContextComplete,
+	})
+	h.emit(in, "prompt", map[string]any{"sessionId": sess.ID, "blocks": rendered.Blocks})
+
+	res, err := in.proc.Prompt(ctx, sess.ID, blocks, acp.PromptOptions{
+		IdleTimeout: h.cfg.IdleTimeout, HardTimeout: h.cfg.MaxTurnDuration, CancelGrace: h.cfg.CancelGrace,
+	})
+	r.outputAt = in.proc.LastActivity()
+	dur := h.now().Sub(start)
+	if err != nil {
+		r.err = err
+		h.emit(in, "turn_ended", map[string]any{"error": err.Error(), "durationMs": dur.Milliseconds()})
+		return r
+	}
+	r.stop = res.StopReason
+	r.delivered = rendered.DeliveredIDs
+	r.standing = rendered.Stats.StandingIncluded
+	h.emit(in, "turn_ended", map[string]any{"stopReason": res.StopReason, "durationMs": dur.Milliseconds(), "usage": res.Usage})
+	return r
+}
+
+// finishTurn applies a turn's outcome: commit delivery, requeue or dead-letter, respawn.
+func (h *Harness) finishTurn(ctx context.Context, r turnResult) {
+	in := r.in
+	s, ch := in.slot, in.channel.ID
+	delete(h.inflight, ch)
+	s.busy = false
+	if r.gooseProbe != nil && s.gen == in.slot.gen {
+		s.ident.GooseProbe = r.gooseProbe
+	}
+	if r.session != nil && r.err == nil || r.session != nil && r.newSession && r.stop == "" && !isTransport(r.err) {
+		if s.sessions != nil {
+			s.sessions[ch] = r.session
+		}
+	}
+	delete(h.resumeRetried, ch)
+
+	switch {
+	case r.cause != nil && r.cause != errShutdown && (r.err == nil || errors.Is(r.err, context.Canceled) || errors.Is(r.err, acp.ErrCancelTimeout) || r.stop == "cancelled"):
+		// Owner cancel, rotate or leave: the batch is dropped; the session is not reused.
+		h.queue.Drop(ch)
+		s.invalidateChannel(ch, false)
+		if errors.Is(r.err, acp.ErrCancelTimeout) {
+			h.crashed(s)
+		}
+		h.log.Info("turn stopped", "channel", ch, "why", r.cause)
+	case r.err == nil:
+		h.queue.Complete(ch)
+		sess := r.session
+		sess.Turns++
+		if r.standing {
+			sess.StandingSent = true
+		}
+		for _, id := range r.delivered {
+			sess.Delivered[id] = true
+		}
+		rotate := r.stop == "max_tokens" || r.stop == "max_turn_requests" ||
+			h.cfg.MaxTurnsPerSession > 0 && sess.Turns >= h.cfg.MaxTurnsPerSession
+		if rotate {
+			s.invalidateChannel(ch, false)
+			_ = h.store.Remove(ch)
+		} else {
+			_ = h.store.Touch(ch, h.now())
+		}
+		h.log.Info("turn done", "channel", ch, "stopReason", r.stop, "session", sess.ID)
+	case r.resumeLost && !in.retried:
+		// The agent died or timed out during resume: respawn it and try once more, at no cost.
+		h.resumeRetried[ch] = true
+		h.queue.Return(in.batch)
+		h.crashed(s)
+	default:
+		h.log.Warn("turn failed", "channel", ch, "attempt", in.batch.Attempt+1, "err", r.err)
+		if isTransport(r.err) {
+			h.crashed(s)
+		} else if r.session != nil {
+			// An agent error keeps the agent but not necessarily the session's state: keep it.
+		}
+		if h.queue.Requeue(in.batch, h.now()) {
+			h.deadLetter(ctx, in, r.err)
+		}
+	}
+	if s.pending != nil && s.sessions != nil {
+		for c := range s.pending {
+			delete(s.sessions, c)
+		}
+		s.pending = nil
+	}
+	if h.removed[ch] {
+		s.invalidateChannel(ch, false)
+	}
+	h.poke()
+}
+
+// isTransport reports failures that leave the agent process unusable: it is killed and respawned.
+func isTransport(err error) bool {
+	if err == nil {
+		return false
+	}
+	var rpc *acp.RPCError
+	if errors.As(err, &rpc) {
+		return false
+	}
+	return true
+}
+
+// deadLetter tells the channel that the batch could not be processed.
+func (h *Harness) deadLetter(ctx context.Context, in turnInput, err error) {
+	last := in.batch.Last()
+	reason := "unknown error"
+	if err != nil {
+		reason = err.Error()
+	}
+	h.log.Error("dead letter", "channel", in.channel.ID, "events", len(in.batch.Items), "err", reason)
+	notice := &nostr.Event{
+		Kind: 9,
+		Content: "⚠️ I couldn't process the last request after several attempts (" + reason +
+			"). Please re-send it, or ask my owner to check on me.",
+		Tags:      append(nostr.Tags{{"h", in.channel.ID}}, threadTags(last)...),
+		CreatedAt: nostr.Now(),
+	}
+	h.emit(in, "dead_letter", map[string]any{"events": in.batch.IDs(), "reason": reason})
+	go func() {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		h.publish(pctx, notice)
+	}()
+}
+
+func (h *Harness) storeScope() sessionstore.Scope {
+	return sessionstore.Scope{RelayURL: h.cfg.RelayURL, AgentCommand: h.commandLine()}
+}
+
+func (h *Harness) emit(in turnInput, typ string, data any) {
+	sid := ""
+	if in.session != nil {
+		sid = in.session.ID
+	}
+	h.bus.Publish(observer.Event{Type: typ, ChannelID: in.channel.ID, SessionID: sid, TurnID: in.turnID, Data: data})
+}

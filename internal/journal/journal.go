@@ -1,0 +1,490 @@
+// Package journal is the harness's durable intake journal: an accepted event is written here
+// (and fsynced) before the harness acknowledges it, and is only dropped once it reaches a
+// terminal outcome, so work accepted before a crash or restart is still done afterwards.
+//
+// The journal also keeps a watermark, the newest created_at the harness has seen, so a restarted
+// harness can ask the relay for everything since.
+//
+// On disk it is <state-dir>/journal-<agent pubkey hex>.log, append-only, one record per line:
+//
+//	<crc32c of the JSON, 8 hex digits> <JSON>\n
+//
+// with JSON one of {"op":"accept","entry":{…}}, {"op":"done","ids":[…]} or
+// {"op":"watermark","ts":N}. Replay skips a torn last line or a record whose checksum fails,
+// with a warning; it never refuses to start. Open rewrites the file with only the live state
+// (compaction), and so does a Done or SetWatermark once the file has grown past a threshold.
+package journal
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/buzz-harness/buzz/internal/atomicfile"
+	"github.com/buzz-harness/buzz/internal/protocol"
+)
+
+// DefaultCompactThreshold is the file size past which Done/SetWatermark compact the journal.
+const DefaultCompactThreshold = 256 << 10
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// Entry is one accepted event.
+type Entry struct {
+	ChannelID  string          `json:"channelId"`
+	Event      json.RawMessage `json:"event"` // the raw signed nostr event
+	EventID    string          `json:"eventId"`
+	CreatedAt  int64           `json:"createdAt"` // the event's created_at (unix seconds)
+	AcceptedAt time.Time       `json:"acceptedAt"`
+}
+
+type record struct {
+	Op    string   `json:"op"`
+	Entry *Entry   `json:"entry,omitempty"`
+	IDs   []string `json:"ids,omitempty"`
+	TS    int64    `json:"ts,omitempty"`
+}
+
+const (
+	opAccept    = "accept"
+	opDone      = "done"
+	opWatermark = "watermark"
+)
+
+// appendFile is the part of *os.File the journal appends through; tests swap in failing ones.
+type appendFile interface {
+	io.Writer
+	Sync() error
+	Truncate(size int64) error
+	Close() error
+}
+
+// Journal is safe for concurrent use.
+type Journal struct {
+	path   string
+	logger *slog.Logger
+	lock   *atomicfile.Lock
+
+	mu        sync.Mutex
+	f         appendFile
+	size      int64 // bytes of whole records in the file
+	baseSize  int64 // size right after the last compaction
+	state     state
+	needsSync bool // the file lags memory (a failed write); the next mutation compacts first
+	closed    bool
+
+	// Test hooks.
+	compactThreshold int64
+	openAppend       func(path string) (appendFile, error)
+	writeOpts        []atomicfile.Option
+}
+
+// state is the replayed content of a journal.
+type state struct {
+	order     []string // event ids in accept order; may hold ids no longer pending
+	pending   map[string]Entry
+	watermark int64
+}
+
+func newState() state { return state{pending: map[string]Entry{}} }
+
+func (s *state) apply(r record) bool {
+	switch r.Op {
+	case opAccept:
+		if r.Entry == nil || r.Entry.EventID == "" {
+			return false
+		}
+		if _, dup := s.pending[r.Entry.EventID]; !dup {
+			s.order = append(s.order, r.Entry.EventID)
+		}
+		s.pending[r.Entry.EventID] = *r.Entry
+	case opDone:
+		for _, id := range r.IDs {
+			delete(s.pending, id)
+		}
+		s.prune()
+	case opWatermark:
+		s.watermark = max(s.watermark, r.TS)
+	default:
+		return false
+	}
+	return true
+}
+
+// prune drops done ids from order once they dominate it, keeping Pending O(live).
+func (s *state) prune() {
+	if len(s.order) < 2*len(s.pending)+32 {
+		return
+	}
+	kept := s.order[:0]
+	for _, id := range s.order {
+		if _, ok := s.pending[id]; ok {
+			kept = append(kept, id)
+		}
+	}
+	s.order = kept
+}
+
+func (s *state) list() []Entry {
+	out := make([]Entry, 0, len(s.pending))
+	seen := make(map[string]bool, len(s.pending))
+	for _, id := range s.order {
+		if e, ok := s.pending[id]; ok && !seen[id] {
+			seen[id] = true
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// replayStats says what replay had to skip.
+type replayStats struct {
+	torn     bool   // the last line had no newline
+	bad      int    // complete lines that failed checksum or parse
+	firstBad string // why the first bad line was skipped
+}
+
+// replay rebuilds state from journal bytes. It never fails: unreadable records are skipped.
+func replay(data []byte) (state, replayStats) {
+	st, stats := newState(), replayStats{}
+	line := 0
+	for len(data) > 0 {
+		line++
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			stats.torn = true
+			break
+		}
+		rec, err := decodeLine(data[:i])
+		data = data[i+1:]
+		if err == nil && !st.apply(rec) {
+			err = errors.New("unknown or incomplete record")
+		}
+		if err != nil {
+			if stats.bad == 0 {
+				stats.firstBad = fmt.Sprintf("line %d: %v", line, err)
+			}
+			stats.bad++
+		}
+	}
+	return st, stats
+}
+
+func decodeLine(line []byte) (record, error) {
+	var r record
+	if len(line) < 10 || line[8] != ' ' {
+		return r, errors.New("no checksum prefix")
+	}
+	want, err := strconv.ParseUint(string(line[:8]), 16, 32)
+	if err != nil {
+		return r, errors.New("bad checksum prefix")
+	}
+	body := line[9:]
+	if crc32.Checksum(body, crcTable) != uint32(want) {
+		return r, errors.New("checksum mismatch")
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		return r, fmt.Errorf("parse: %w", err)
+	}
+	return r, nil
+}
+
+func encodeLine(r record) ([]byte, error) {
+	var body bytes.Buffer
+	enc := json.NewEncoder(&body)
+	enc.SetEscapeHTML(false) // keep event content byte-for-byte readable
+	if err := enc.Encode(r); err != nil {
+		return nil, err
+	}
+	b := bytes.TrimSuffix(body.Bytes(), []byte("\n"))
+	out := make([]byte, 0, len(b)+10)
+	out = fmt.Appendf(out, "%08x ", crc32.Checksum(b, crcTable))
+	out = append(out, b...)
+	return append(out, '\n'), nil
+}
+
+// FileName is the journal's file name for an agent pubkey.
+func FileName(agentPubkey string) string { return "journal-" + agentPubkey + ".log" }
+
+// Open replays the journal for agentPubkey in dir (created 0700 if needed), compacts it, and
+// takes its exclusive lock; Close releases it.
+func Open(dir, agentPubkey string, logger *slog.Logger) (*Journal, error) {
+	return open(dir, agentPubkey, logger, nil)
+}
+
+func open(dir, agentPubkey string, logger *slog.Logger, hooks func(*Journal)) (*Journal, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if !protocol.IsHex64(agentPubkey) {
+		return nil, fmt.Errorf("journal: agent pubkey %q is not 64 lowercase hex characters", agentPubkey)
+	}
+	if dir == "" {
+		return nil, errors.New("journal: empty state dir")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("journal: create state dir: %w", err)
+	}
+	path := filepath.Join(dir, FileName(agentPubkey))
+	lock, err := atomicfile.TryLock(filepath.Join(dir, "journal-"+agentPubkey+".lock"))
+	if err != nil {
+		var le *atomicfile.LockedError
+		if errors.As(err, &le) {
+			return nil, fmt.Errorf("journal %s is locked by %s (another buzz-acp with the same key and state dir?)", path, le.Holder())
+		}
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	j := &Journal{
+		path:             path,
+		logger:           logger,
+		lock:             lock,
+		state:            newState(),
+		compactThreshold: DefaultCompactThreshold,
+		openAppend:       openAppendFile,
+	}
+	if hooks != nil {
+		hooks(j)
+	}
+	_, _ = atomicfile.RemoveStrayTemps(path)
+
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		// Unlike garbage content, an I/O error may hide accepted work: refuse rather than erase it.
+		_ = lock.Unlock()
+		return nil, fmt.Errorf("journal: read %s: %w", path, err)
+	default:
+		st, stats := replay(data)
+		j.state = st
+		if stats.torn {
+			logger.Warn("journal: skipped torn last record (interrupted write)", "path", path)
+		}
+		if stats.bad > 0 {
+			logger.Warn("journal: skipped unreadable records", "path", path, "count", stats.bad, "first", stats.firstBad)
+		}
+	}
+	// Rewriting now drops done work, torn tails and garbage, so appends start on a clean line.
+	if err := j.compactLocked(); err != nil {
+		_ = lock.Unlock()
+		return nil, err
+	}
+	return j, nil
+}
+
+func openAppendFile(path string) (appendFile, error) {
+	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o600)
+}
+
+// Path is the journal file's path.
+func (j *Journal) Path() string { return j.path }
+
+// Append records an accepted event durably (fsynced) before returning. An error means the event
+// is not journaled: do not acknowledge it. Appending an id that is already pending is a no-op.
+func (j *Journal) Append(e Entry) error {
+	if e.EventID == "" {
+		return errors.New("journal append: empty event id")
+	}
+	if !json.Valid(e.Event) {
+		return fmt.Errorf("journal append %s: event is not valid JSON", e.EventID)
+	}
+	if e.AcceptedAt.IsZero() {
+		e.AcceptedAt = time.Now()
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return errors.New("journal append: journal is closed")
+	}
+	if _, dup := j.state.pending[e.EventID]; dup {
+		return nil
+	}
+	if err := j.writeLocked(record{Op: opAccept, Entry: &e}); err != nil {
+		return fmt.Errorf("journal append %s: %w", e.EventID, err)
+	}
+	j.state.apply(record{Op: opAccept, Entry: &e})
+	return nil
+}
+
+// Done records terminal outcomes for the given events (replied, failed for good, dropped).
+// Unknown or already-done ids are ignored. Memory forgets them even if the write fails; the
+// error is for logging, and the next write retries by compacting.
+func (j *Journal) Done(eventIDs ...string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return errors.New("journal done: journal is closed")
+	}
+	var ids []string
+	for _, id := range eventIDs {
+		if _, ok := j.state.pending[id]; ok {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	r := record{Op: opDone, IDs: ids}
+	j.state.apply(r)
+	if err := j.writeLocked(r); err != nil {
+		j.needsSync = true
+		return fmt.Errorf("journal done: %w", err)
+	}
+	return j.maybeCompactLocked()
+}
+
+// Pending returns accepted, not yet done entries in accept order.
+func (j *Journal) Pending() []Entry {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.state.list()
+}
+
+// Len is the number of pending entries.
+func (j *Journal) Len() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.state.pending)
+}
+
+// Watermark is the newest created_at recorded with SetWatermark (0 if none).
+func (j *Journal) Watermark() int64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.state.watermark
+}
+
+// SetWatermark raises the watermark to ts and persists it; a ts not newer than the current one
+// is ignored (the watermark never moves back).
+func (j *Journal) SetWatermark(ts int64) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return errors.New("journal watermark: journal is closed")
+	}
+	if ts <= j.state.watermark {
+		return nil
+	}
+	r := record{Op: opWatermark, TS: ts}
+	j.state.apply(r)
+	if err := j.writeLocked(r); err != nil {
+		j.needsSync = true
+		return fmt.Errorf("journal watermark: %w", err)
+	}
+	return j.maybeCompactLocked()
+}
+
+// Compact atomically rewrites the journal with only the pending entries and the watermark.
+func (j *Journal) Compact() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return errors.New("journal compact: journal is closed")
+	}
+	return j.compactLocked()
+}
+
+func (j *Journal) maybeCompactLocked() error {
+	if j.size <= j.compactThreshold || j.size <= 2*j.baseSize {
+		return nil
+	}
+	return j.compactLocked()
+}
+
+func (j *Journal) compactLocked() error {
+	var buf bytes.Buffer
+	if j.state.watermark > 0 {
+		line, err := encodeLine(record{Op: opWatermark, TS: j.state.watermark})
+		if err != nil {
+			return fmt.Errorf("journal compact: %w", err)
+		}
+		buf.Write(line)
+	}
+	entries := j.state.list()
+	for i := range entries {
+		line, err := encodeLine(record{Op: opAccept, Entry: &entries[i]})
+		if err != nil {
+			// Only a replayed record can be unencodable; keeping it would wedge every rewrite.
+			j.logger.Warn("journal: dropping entry that cannot be re-encoded", "eventId", entries[i].EventID, "err", err)
+			delete(j.state.pending, entries[i].EventID)
+			continue
+		}
+		buf.Write(line)
+	}
+	if err := atomicfile.WriteFile(j.path, buf.Bytes(), 0o600, j.writeOpts...); err != nil {
+		return fmt.Errorf("journal compact: %w", err)
+	}
+	// The old append handle points at the replaced inode; switch to the new file.
+	if j.f != nil {
+		_ = j.f.Close()
+		j.f = nil
+	}
+	f, err := j.openAppend(j.path)
+	if err != nil {
+		j.needsSync = true
+		return fmt.Errorf("journal compact: reopen: %w", err)
+	}
+	j.f = f
+	j.size = int64(buf.Len())
+	j.baseSize = j.size
+	j.needsSync = false
+	j.state.order = j.state.order[:0]
+	for _, e := range entries {
+		j.state.order = append(j.state.order, e.EventID)
+	}
+	return nil
+}
+
+// writeLocked appends one record and fsyncs. On failure it cuts the file back to the last whole
+// record so a partial line cannot swallow the next append.
+func (j *Journal) writeLocked(r record) error {
+	if j.needsSync || j.f == nil {
+		// An earlier write failed and the file may not match memory: rewrite it first.
+		if err := j.compactLocked(); err != nil {
+			return err
+		}
+	}
+	line, err := encodeLine(r)
+	if err != nil {
+		return err
+	}
+	_, err = j.f.Write(line)
+	if err == nil {
+		err = j.f.Sync()
+	}
+	if err != nil {
+		if terr := j.f.Truncate(j.size); terr != nil {
+			j.needsSync = true
+		}
+		return err
+	}
+	j.size += int64(len(line))
+	return nil
+}
+
+// Close releases the journal's file and lock.
+func (j *Journal) Close() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return nil
+	}
+	j.closed = true
+	var err error
+	if j.f != nil {
+		err = j.f.Close()
+	}
+	if uerr := j.lock.Unlock(); err == nil {
+		err = uerr
+	}
+	return err
+}

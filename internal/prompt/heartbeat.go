@@ -1,0 +1,34 @@
+package prompt
+
+import (
+	"strings"
+	"time"
+)
+
+// DefaultHeartbeatPrompt is the built-in heartbeat: no incoming message, so check the feed and
+// act only on what it surfaces (spec §9.4).
+func DefaultHeartbeatPrompt(now time.Time) string {
+	return "[System: Heartbeat]\nTime: " + now.UTC().Format(time.RFC3339) + `
+This is a scheduled check-in; no new message triggered it.
+1. Run ` + "`buzz feed get --types needs_action`" + ` for items waiting on you (approvals, requests).
+2. Run ` + "`buzz feed get --types mentions`" + ` for mentions you have not handled yet.
+Act only on what those surface: approve with ` + "`buzz workflows approve --token <UUID>`" + `, answer with
+` + "`buzz messages send --channel <uuid> [--reply-to <event-id>] --content <text>`" + `, and so on.
+If nothing needs you, end the turn without posting anything.`
+}
+
+// RenderHeartbeat returns the blocks of a heartbeat prompt: [Base] first when standing is given
+// (the first heartbeat of a legacy agent's heartbeat session), then the prompt, or the default
+// one when prompt is blank. Persona, memory and canvas never ride on a heartbeat.
+func RenderHeartbeat(prompt string, standing *Standing, now time.Time) []string {
+	var blocks []string
+	if standing != nil {
+		for _, s := range standing.BaseOnly().Sections() {
+			blocks = append(blocks, s.Text)
+		}
+	}
+	if strings.TrimSpace(prompt) == "" {
+		prompt = DefaultHeartbeatPrompt(now)
+	}
+	return append(blocks, prompt)
+}

@@ -1,0 +1,159 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/relay/store"
+)
+
+// result is the pipeline's answer: an OK over WS, a JSON body over HTTP.
+type result struct {
+	OK     bool
+	Msg    string
+	Status int // HTTP status for the bridge
+}
+
+func accepted(msg string) result { return result{OK: true, Msg: msg, Status: http.StatusOK} }
+func rejected(status int, msg string) result {
+	return result{OK: false, Msg: msg, Status: status}
+}
+
+// clientKinds are the kinds clients may publish (Buzz's allow-list, trimmed to what we serve).
+var clientKinds = map[int]bool{
+	0: true, 1: true, 5: true, 7: true, 9: true,
+	9000: true, 9001: true, 9002: true, 9005: true, 9007: true, 9008: true, 9021: true, 9022: true,
+	10100: true, 20001: true, 20002: true, 24200: true,
+	30023: true, 30078: true, 30174: true, 30315: true,
+	40002: true, 40003: true, 40007: true, 40008: true, 40099: true, 40100: true,
+	45001: true, 45002: true, 45003: true,
+}
+
+// relayOnlyKinds are signed by the relay itself; clients may not publish them.
+var relayOnlyKinds = map[int]bool{
+	13534: true, 30622: true, 39000: true, 39001: true, 39002: true, 39003: true,
+	39005: true, 39006: true, 40901: true, 40902: true, 44100: true, 44101: true,
+}
+
+// channelKinds must carry an h tag naming an existing channel.
+var channelKinds = map[int]bool{
+	9: true, 20002: true, 40002: true, 40003: true, 40007: true, 40008: true, 40099: true, 40100: true,
+	45001: true, 45002: true, 45003: true,
+	9000: true, 9001: true, 9002: true, 9005: true, 9007: true, 9008: true, 9021: true, 9022: true,
+}
+
+// storageChannel is the channel an event is stored (and access-checked) under; "" = global.
+// 39000-series are scoped by their d tag; membership notices are global so #p subs get them.
+func storageChannel(ev *nostr.Event) string {
+	switch {
+	case ev.Kind >= 39000 && ev.Kind <= 39002:
+		if d := protocol.TagValue(ev.Tags, "d"); protocol.IsUUID(d) {
+			return d
+		}
+		return ""
+	case ev.Kind == protocol.KindMemberAdded || ev.Kind == protocol.KindMemberRemoved,
+		protocol.IsReplaceable(ev.Kind):
+		return ""
+	}
+	id, _ := protocol.ChannelID(ev.Tags)
+	return id
+}
+
+// submit runs one client event through validation, access rules, storage and fan-out.
+// authed is the pubkey the connection (or NIP-98 header) proved; overHTTP marks the bridge.
+func (r *Relay) submit(ctx context.Context, ev *nostr.Event, authed string, overHTTP bool) result {
+	if err := protocol.CheckEvent(ev); err != nil {
+		return rejected(http.StatusBadRequest, "invalid: "+err.Error())
+	}
+	if authed == "" {
+		return rejected(http.StatusUnauthorized, "auth-required: authenticate before publishing")
+	}
+	if ev.PubKey != authed {
+		return rejected(http.StatusForbidden, "restricted: event pubkey does not match the authenticated pubkey")
+	}
+	switch {
+	case relayOnlyKinds[ev.Kind]:
+		return rejected(http.StatusBadRequest, "restricted: relay-only kind")
+	case !clientKinds[ev.Kind]:
+		return rejected(http.StatusBadRequest, "restricted: unknown event kind")
+	case overHTTP && protocol.IsEphemeral(ev.Kind):
+		return rejected(http.StatusBadRequest, "invalid: ephemeral events must be sent over WebSocket")
+	}
+	for _, t := range ev.Tags {
+		if len(t) >= 2 && t[0] == "h" && !protocol.IsUUID(t[1]) {
+			return rejected(http.StatusBadRequest, "invalid: channel id (h tag) must be a UUID")
+		}
+	}
+	chID, hasCh := protocol.ChannelID(ev.Tags)
+	if channelKinds[ev.Kind] && !hasCh {
+		return rejected(http.StatusBadRequest, "invalid: missing h tag with the channel id")
+	}
+	if protocol.IsChannelAdmin(ev.Kind) {
+		return r.submitAdmin(ctx, ev, chID)
+	}
+	scope := storageChannel(ev)
+	if scope != "" {
+		if res, ok := r.checkWrite(ev.PubKey, scope); !ok {
+			return res
+		}
+	}
+	if protocol.IsEphemeral(ev.Kind) {
+		r.broadcast(ev, scope)
+		return accepted("")
+	}
+	err := r.st.Update(ctx, func(tx store.Tx) error {
+		if err := tx.SaveEvent(ev, scope); err != nil {
+			return err
+		}
+		if ev.Kind == protocol.KindDeletion {
+			// NIP-09: only the author's own events are deleted (soft delete).
+			targets := ev.Tags.GetAll([]string{"e"})
+			ids := make([]string, 0, len(targets))
+			for _, t := range targets {
+				if protocol.IsHex64(t[1]) {
+					ids = append(ids, t[1])
+				}
+			}
+			if _, err := tx.SoftDelete(ids, ev.PubKey, int64(ev.CreatedAt)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if res, done := storeOutcome(err); done {
+		return res
+	}
+	r.broadcast(ev, scope)
+	return accepted("")
+}
+
+// storeOutcome maps a store error to a result; done is false when the write succeeded.
+func storeOutcome(err error) (result, bool) {
+	switch {
+	case err == nil:
+		return result{}, false
+	case errors.Is(err, store.ErrDuplicate), errors.Is(err, store.ErrNewerExists):
+		return accepted(err.Error()), true
+	}
+	return rejected(http.StatusInternalServerError, "error: could not store event"), true
+}
+
+// checkWrite applies the write rule for channel-scoped events: the channel must exist and be
+// live, and the author must be a member unless the channel is open.
+func (r *Relay) checkWrite(pubkey, chID string) (result, bool) {
+	ch, ok := r.acl.get(chID)
+	switch {
+	case !ok || ch.Deleted:
+		return rejected(http.StatusBadRequest, "invalid: unknown channel"), false
+	case ch.Archived:
+		return rejected(http.StatusBadRequest, "restricted: channel is archived"), false
+	}
+	if _, member := ch.Members[pubkey]; !member && ch.Visibility == protocol.VisibilityPrivate {
+		return rejected(http.StatusBadRequest, "restricted: not a channel member"), false
+	}
+	return result{}, true
+}

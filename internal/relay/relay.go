@@ -1,0 +1,259 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/relay/store"
+)
+
+// MaxFrameBytes is the largest WebSocket frame (and HTTP body) the relay accepts.
+const MaxFrameBytes = 512 * 1024
+
+const (
+	maxFilters       = 10
+	maxSubscriptions = 1024
+	maxSubIDLen      = 256
+	defaultLimit     = 500
+	maxLimit         = 2000
+	sendBuffer       = 1000
+)
+
+// Config configures a Relay.
+type Config struct {
+	DataDir   string           // where relay.db and relay.key live; created if missing
+	PublicURL string           // RELAY_URL; "" = derive ws://<Host> from each request
+	Logger    *slog.Logger     // nil = discard
+	Now       func() time.Time // nil = time.Now
+}
+
+// Relay is the whole relay as an http.Handler.
+type Relay struct {
+	cfg   Config
+	log   *slog.Logger
+	now   func() time.Time
+	st    store.Store
+	sk    string
+	pk    string
+	acl   *acl
+	mux   *http.ServeMux
+	info  []byte
+	admin sync.Mutex // serializes channel admin actions (check, write, cache update)
+
+	stampMu sync.Mutex
+	stamps  map[stampKey]int64
+
+	connsMu sync.RWMutex
+	conns   map[*conn]struct{}
+	closed  bool
+}
+
+// Open opens the store, loads or creates the relay key and runs migrations.
+func Open(cfg Config) (*Relay, error) {
+	if cfg.DataDir == "" {
+		return nil, errors.New("relay: DataDir is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("relay: data dir: %w", err)
+	}
+	sk, err := loadOrCreateKey(filepath.Join(cfg.DataDir, "relay.key"))
+	if err != nil {
+		return nil, err
+	}
+	pk, _ := nostr.GetPublicKey(sk)
+	st, err := store.Open(filepath.Join(cfg.DataDir, "relay.db"))
+	if err != nil {
+		return nil, fmt.Errorf("relay: open store: %w", err)
+	}
+	chans, err := st.Channels(context.Background())
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("relay: load channels: %w", err)
+	}
+	r := &Relay{
+		cfg:    cfg,
+		log:    cfg.Logger,
+		now:    cfg.Now,
+		st:     st,
+		sk:     sk,
+		pk:     pk,
+		acl:    newACL(chans),
+		stamps: map[stampKey]int64{},
+		conns:  map[*conn]struct{}{},
+	}
+	r.info = r.nip11()
+	r.mux = http.NewServeMux()
+	r.mux.HandleFunc("/", r.handleRoot)
+	r.mux.HandleFunc("/info", r.handleInfo)
+	r.mux.HandleFunc("/health", r.handleHealth)
+	r.mux.HandleFunc("/events", r.bridge(r.bridgeEvents))
+	r.mux.HandleFunc("/query", r.bridge(r.bridgeQuery))
+	r.mux.HandleFunc("/count", r.bridge(r.bridgeCount))
+	return r, nil
+}
+
+// loadOrCreateKey reads the relay's hex secret key, creating it (0600) on first start so
+// relay-signed events keep verifying across restarts.
+func loadOrCreateKey(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		sk, perr := protocol.ParseSecretKey(string(b))
+		if perr != nil {
+			return "", fmt.Errorf("relay: %s: %w", path, perr)
+		}
+		return sk, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("relay: read key: %w", err)
+	}
+	sk := nostr.GeneratePrivateKey()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("relay: create key: %w", err)
+	}
+	if _, err := f.WriteString(sk + "\n"); err != nil {
+		f.Close()
+		return "", fmt.Errorf("relay: write key: %w", err)
+	}
+	return sk, f.Close()
+}
+
+// PublicKey is the relay's signing pubkey (hex); 39000-series events verify against it.
+func (r *Relay) PublicKey() string { return r.pk }
+
+// ServeHTTP serves WebSocket, NIP-11, /info, /health and the HTTP bridge.
+func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) { r.mux.ServeHTTP(w, req) }
+
+// Close drops every WebSocket client and closes the store.
+func (r *Relay) Close() error {
+	r.connsMu.Lock()
+	if r.closed {
+		r.connsMu.Unlock()
+		return nil
+	}
+	r.closed = true
+	conns := make([]*conn, 0, len(r.conns))
+	for c := range r.conns {
+		conns = append(conns, c)
+	}
+	r.connsMu.Unlock()
+	for _, c := range conns {
+		c.shutdown()
+	}
+	return r.st.Close()
+}
+
+func (r *Relay) handleRoot(w http.ResponseWriter, req *http.Request) {
+	if req.URL.Path != "/" {
+		writeError(w, http.StatusNotFound, "not found")
+		return
+	}
+	if strings.EqualFold(req.Header.Get("Upgrade"), "websocket") {
+		r.serveWS(w, req)
+		return
+	}
+	if strings.Contains(req.Header.Get("Accept"), "application/nostr+json") {
+		r.handleInfo(w, req)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	io.WriteString(w, "Buzz relay: connect with a Nostr client over WebSocket.\n")
+}
+
+func (r *Relay) handleInfo(w http.ResponseWriter, req *http.Request) {
+	w.Header().Set("Content-Type", "application/nostr+json")
+	w.Header().Set("Access-Control-Allow-Origin", "*")
+	w.Write(r.info)
+}
+
+func (r *Relay) handleHealth(w http.ResponseWriter, req *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (r *Relay) nip11() []byte {
+	doc := map[string]any{
+		"name":                 "Buzz Relay",
+		"description":          "Buzz-compatible relay (Go)",
+		"pubkey":               r.pk,
+		"self":                 r.pk,
+		"software":             "https://github.com/buzz-harness/buzz",
+		"version":              "0.1.0",
+		"supported_nips":       []int{1, 2, 10, 11, 16, 17, 23, 25, 29, 33, 38, 42, 45, 50},
+		"supported_extensions": []string{"nip-er"},
+		"limitation": map[string]any{
+			"max_message_length": MaxFrameBytes,
+			"max_subscriptions":  maxSubscriptions,
+			"max_filters":        maxFilters,
+			"max_limit":          maxLimit,
+			"max_subid_length":   maxSubIDLen,
+			"auth_required":      true,
+			"restricted_writes":  true,
+			"payment_required":   false,
+		},
+	}
+	b, _ := json.Marshal(doc)
+	return b
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
+}
+
+// Serve serves r on ln until ctx is done, then shuts down: stops accepting, drops WebSocket
+// clients and closes the relay.
+func Serve(ctx context.Context, ln net.Listener, r *Relay) error {
+	srv := &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		r.Close()
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r.Close() // hijacked WebSocket connections are not tracked by Shutdown
+	err := srv.Shutdown(sctx)
+	<-errc
+	return err
+}
+
+// ListenAndServe listens on addr and serves r until ctx is done (see Serve). It logs the
+// listening line and returns a clear error when the address is taken.
+func ListenAndServe(ctx context.Context, addr string, r *Relay) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("cannot listen on %s: %w", addr, err)
+	}
+	r.log.Info("buzz-relay listening on ws://" + ln.Addr().String())
+	return Serve(ctx, ln, r)
+}

@@ -1,0 +1,223 @@
+// Package relaytest starts a real Buzz relay on 127.0.0.1 for integration tests and offers a
+// few helpers that talk to it over the NIP-98 HTTP bridge.
+package relaytest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/relay"
+)
+
+// Server is a running relay.
+type Server struct {
+	URL     string // ws://127.0.0.1:port
+	HTTPURL string // http://127.0.0.1:port
+	Relay   *relay.Relay
+	DataDir string
+
+	addr   string
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// Start runs a relay with a temporary data dir on 127.0.0.1:0; it stops on test cleanup.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	s := &Server{DataDir: t.TempDir(), addr: "127.0.0.1:0"}
+	s.start(t)
+	t.Cleanup(s.Stop)
+	return s
+}
+
+func (s *Server) start(t testing.TB) {
+	t.Helper()
+	r, err := relay.Open(relay.Config{DataDir: s.DataDir})
+	if err != nil {
+		t.Fatalf("relaytest: open relay: %v", err)
+	}
+	var ln net.Listener
+	// On Restart the old port may linger briefly in the kernel; retry for a short while.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ln, err = net.Listen("tcp", s.addr)
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		r.Close()
+		t.Fatalf("relaytest: listen %s: %v", s.addr, err)
+	}
+	s.addr = ln.Addr().String()
+	s.URL = "ws://" + s.addr
+	s.HTTPURL = "http://" + s.addr
+	s.Relay = r
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.done = make(chan error, 1)
+	go func() { s.done <- relay.Serve(ctx, ln, r) }()
+}
+
+// Stop stops listening and closes the relay; the data dir is kept. Safe to call twice.
+func (s *Server) Stop() {
+	if s.cancel == nil {
+		return
+	}
+	s.cancel()
+	<-s.done
+	s.cancel = nil
+}
+
+// Restart starts the relay again on the same port and data dir.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.Stop()
+	s.start(t)
+}
+
+// Post sends a NIP-98-signed POST to the bridge and returns the status and body.
+func (s *Server) Post(t testing.TB, sk, path string, body []byte) (int, []byte) {
+	t.Helper()
+	u := s.HTTPURL + path
+	auth, err := protocol.SignHTTPAuth(sk, u, http.MethodPost, body, time.Now())
+	if err != nil {
+		t.Fatalf("relaytest: sign NIP-98: %v", err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, u, bytes.NewReader(body))
+	req.Header.Set("Authorization", auth)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("relaytest: POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// PublishResult is POST /events' answer.
+type PublishResult struct {
+	EventID  string `json:"event_id"`
+	Accepted bool   `json:"accepted"`
+	Message  string `json:"message"`
+	Error    string `json:"error"`
+}
+
+// TryPublish signs ev with sk (setting created_at to now when zero) and POSTs it to /events.
+func (s *Server) TryPublish(t testing.TB, sk string, ev *nostr.Event) (int, PublishResult) {
+	t.Helper()
+	if ev.CreatedAt == 0 {
+		ev.CreatedAt = nostr.Now()
+	}
+	if ev.Tags == nil {
+		ev.Tags = nostr.Tags{}
+	}
+	if err := ev.Sign(sk); err != nil {
+		t.Fatalf("relaytest: sign: %v", err)
+	}
+	body, _ := json.Marshal(ev)
+	status, raw := s.Post(t, sk, "/events", body)
+	var res PublishResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		t.Fatalf("relaytest: /events answered %d %q", status, raw)
+	}
+	return status, res
+}
+
+// Publish signs and publishes ev, failing the test unless it is accepted.
+func (s *Server) Publish(t testing.TB, sk string, ev nostr.Event) {
+	t.Helper()
+	status, res := s.TryPublish(t, sk, &ev)
+	if status != http.StatusOK || !res.Accepted {
+		t.Fatalf("relaytest: publish kind %d: status %d, error %q", ev.Kind, status, res.Error)
+	}
+}
+
+// Query runs filters through POST /query as sk.
+func (s *Server) Query(t testing.TB, sk string, filters ...nostr.Filter) []nostr.Event {
+	t.Helper()
+	body, _ := json.Marshal(filters)
+	status, raw := s.Post(t, sk, "/query", body)
+	if status != http.StatusOK {
+		t.Fatalf("relaytest: /query answered %d %s", status, raw)
+	}
+	var out []nostr.Event
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("relaytest: /query body: %v", err)
+	}
+	return out
+}
+
+// CreateChannel creates a channel owned by ownerSK with a signed 9007 and returns its UUID.
+func (s *Server) CreateChannel(t testing.TB, ownerSK, name string, private bool) string {
+	t.Helper()
+	id := uuid.NewString()
+	vis := protocol.VisibilityOpen
+	if private {
+		vis = protocol.VisibilityPrivate
+	}
+	s.Publish(t, ownerSK, nostr.Event{Kind: protocol.KindCreateGroup, Tags: nostr.Tags{
+		{"h", id}, {"name", name}, {"visibility", vis}, {"channel_type", protocol.TypeStream},
+	}})
+	return id
+}
+
+// AddMember adds pubkey to the channel with role (signed 9000 by ownerSK).
+func (s *Server) AddMember(t testing.TB, ownerSK, channelID, pubkey, role string) {
+	t.Helper()
+	s.Publish(t, ownerSK, nostr.Event{Kind: protocol.KindPutUser, Tags: nostr.Tags{
+		{"h", channelID}, {"p", pubkey}, {"role", role},
+	}})
+}
+
+// Connect opens a go-nostr client connection and completes NIP-42 AUTH as sk.
+func (s *Server) Connect(t testing.TB, sk string) *nostr.Relay {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := nostr.RelayConnect(ctx, s.URL)
+	if err != nil {
+		t.Fatalf("relaytest: connect: %v", err)
+	}
+	t.Cleanup(func() { r.Close() })
+	if err := Auth(ctx, r, sk); err != nil {
+		t.Fatalf("relaytest: auth: %v", err)
+	}
+	return r
+}
+
+var errNoChallenge = errors.New("challenge not received yet")
+
+// Auth answers the relay's AUTH challenge, waiting (until ctx ends) for the challenge to arrive:
+// go-nostr reads it asynchronously after Connect returns.
+func Auth(ctx context.Context, r *nostr.Relay, sk string) error {
+	for {
+		err := r.Auth(ctx, func(ev *nostr.Event) error {
+			if ev.Tags.GetFirst([]string{"challenge", ""}).Value() == "" {
+				return errNoChallenge
+			}
+			return ev.Sign(sk)
+		})
+		if !errors.Is(err, errNoChallenge) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,116 @@
+package store
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// buildWhere turns a filter into an SQL condition over events e, with the reader's access
+// rules applied. empty is true when the filter can match nothing (an empty list in it).
+func buildWhere(reader string, f Filter) (where string, args []any, empty bool) {
+	conds := []string{"e.deleted_at IS NULL"}
+	// Private channels: only members read them; deleted channels: nobody.
+	conds = append(conds, `(e.channel_id IS NULL
+		OR e.channel_id IN (SELECT id FROM channels WHERE visibility = 'open' AND deleted_at IS NULL)
+		OR e.channel_id IN (SELECT m.channel_id FROM members m JOIN channels c ON c.id = m.channel_id
+			WHERE m.pubkey = ? AND c.deleted_at IS NULL))`)
+	args = append(args, reader)
+	pg := make([]string, len(PGatedKinds))
+	for i, k := range PGatedKinds {
+		pg[i] = strconv.Itoa(k)
+	}
+	conds = append(conds, `(e.kind NOT IN (`+strings.Join(pg, ",")+`)
+		OR EXISTS (SELECT 1 FROM event_tags pt WHERE pt.seq = e.seq AND pt.name = 'p' AND pt.value = ?))`)
+	args = append(args, reader)
+
+	in := func(col string, vals []string) {
+		conds = append(conds, col+" IN ("+placeholders(len(vals))+")")
+		for _, v := range vals {
+			args = append(args, v)
+		}
+	}
+	if f.IDs != nil {
+		if len(f.IDs) == 0 {
+			return "", nil, true
+		}
+		in("e.id", f.IDs)
+	}
+	if f.Authors != nil {
+		if len(f.Authors) == 0 {
+			return "", nil, true
+		}
+		in("e.pubkey", f.Authors)
+	}
+	if f.Kinds != nil {
+		if len(f.Kinds) == 0 {
+			return "", nil, true
+		}
+		conds = append(conds, "e.kind IN ("+placeholders(len(f.Kinds))+")")
+		for _, k := range f.Kinds {
+			args = append(args, k)
+		}
+	}
+	if f.Since != nil {
+		conds = append(conds, "e.created_at >= ?")
+		args = append(args, int64(*f.Since))
+	}
+	if f.Until != nil {
+		if f.BeforeID != "" {
+			// Keyset paging in (created_at DESC, id ASC) order: strictly after (until, before_id).
+			conds = append(conds, "(e.created_at < ? OR (e.created_at = ? AND e.id > ?))")
+			args = append(args, int64(*f.Until), int64(*f.Until), f.BeforeID)
+		} else {
+			conds = append(conds, "e.created_at <= ?")
+			args = append(args, int64(*f.Until))
+		}
+	}
+	names := make([]string, 0, len(f.Tags))
+	for name := range f.Tags {
+		names = append(names, name)
+	}
+	sort.Strings(names) // stable SQL text, friendlier to the statement cache
+	for _, name := range names {
+		vals := f.Tags[name]
+		if vals == nil {
+			continue
+		}
+		if len(vals) == 0 {
+			return "", nil, true
+		}
+		conds = append(conds, "e.seq IN (SELECT seq FROM event_tags WHERE name = ? AND value IN ("+placeholders(len(vals))+"))")
+		args = append(args, name)
+		for _, v := range vals {
+			args = append(args, v)
+		}
+	}
+	if f.Search != "" {
+		q := FTSQuery(f.Search)
+		if q == "" {
+			return "", nil, true
+		}
+		conds = append(conds, "e.seq IN (SELECT rowid FROM events_fts WHERE events_fts MATCH ?)")
+		args = append(args, q)
+	}
+	return strings.Join(conds, " AND "), args, false
+}
+
+func placeholders(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	return strings.Repeat("?,", n-1) + "?"
+}
+
+// FTSQuery turns free text into an FTS5 query that cannot be a syntax error: every word
+// becomes a quoted string (all must match). Returns "" when there are no words.
+func FTSQuery(s string) string {
+	words := strings.FieldsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) })
+	var parts []string
+	for _, w := range words {
+		w = strings.ReplaceAll(w, `"`, `""`)
+		parts = append(parts, `"`+w+`"`)
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,430 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// SQLite is the embedded Store: WAL mode, one writer connection behind a mutex, a small pool of
+// reader connections.
+type SQLite struct {
+	w   *sql.DB
+	r   *sql.DB
+	wmu sync.Mutex
+}
+
+var _ Store = (*SQLite)(nil)
+
+// Open opens (creating if needed) the database at path and applies pending migrations.
+func Open(path string) (*SQLite, error) {
+	pragmas := "_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(ON)"
+	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + pragmas
+	w, err := sql.Open("sqlite", dsn+"&_txlock=immediate")
+	if err != nil {
+		return nil, err
+	}
+	w.SetMaxOpenConns(1)
+	if err := migrate(w); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("migrate %s: %w", path, err)
+	}
+	r, err := sql.Open("sqlite", dsn+"&_pragma=query_only(1)")
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	r.SetMaxOpenConns(4)
+	r.SetMaxIdleConns(4)
+	return &SQLite{w: w, r: r}, nil
+}
+
+func migrate(db *sql.DB) error {
+	if _, err := db.Exec(`CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)`); err != nil {
+		return err
+	}
+	var current int
+	if err := db.QueryRow(`SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+		return err
+	}
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		base := strings.TrimPrefix(name, "migrations/")
+		v, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
+		if err != nil {
+			return fmt.Errorf("migration %s: name must start with a number", base)
+		}
+		if v <= current {
+			continue
+		}
+		body, err := migrations.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		tx, err := db.Begin()
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(string(body)); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migration %s: %w", base, err)
+		}
+		if _, err := tx.Exec(`INSERT INTO schema_migrations (version) VALUES (?)`, v); err != nil {
+			tx.Rollback()
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close closes both connection pools.
+func (s *SQLite) Close() error {
+	return errors.Join(s.r.Close(), s.w.Close())
+}
+
+// Update runs fn in a write transaction, serialized with every other write.
+func (s *SQLite) Update(ctx context.Context, fn func(Tx) error) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(&sqliteTx{tx: tx}); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+type sqliteTx struct{ tx *sql.Tx }
+
+func dTag(ev *nostr.Event) string {
+	for _, t := range ev.Tags {
+		if len(t) >= 2 && t[0] == "d" {
+			return t[1]
+		}
+	}
+	return ""
+}
+
+func isReplaceable(k int) bool { return k == 0 || k == 3 || k == 41 || (k >= 10000 && k < 20000) }
+func isAddressable(k int) bool { return k >= 30000 && k < 40000 }
+
+func (t *sqliteTx) SaveEvent(ev *nostr.Event, channelID string) error {
+	var exists int
+	if err := t.tx.QueryRow(`SELECT COUNT(*) FROM events WHERE id = ?`, ev.ID).Scan(&exists); err != nil {
+		return err
+	}
+	if exists > 0 {
+		return ErrDuplicate
+	}
+	var d any
+	if isReplaceable(ev.Kind) || isAddressable(ev.Kind) {
+		q := `SELECT seq, id, created_at FROM events WHERE kind = ? AND pubkey = ? AND deleted_at IS NULL`
+		args := []any{ev.Kind, ev.PubKey}
+		if isAddressable(ev.Kind) {
+			d = dTag(ev)
+			q += ` AND d_tag = ?`
+			args = append(args, d)
+		}
+		rows, err := t.tx.Query(q, args...)
+		if err != nil {
+			return err
+		}
+		var older []int64
+		newer := false
+		for rows.Next() {
+			var seq, ca int64
+			var id string
+			if err := rows.Scan(&seq, &id, &ca); err != nil {
+				rows.Close()
+				return err
+			}
+			// NIP-01: the newest wins; on a created_at tie the lowest id wins.
+			if ca > int64(ev.CreatedAt) || (ca == int64(ev.CreatedAt) && id < ev.ID) {
+				newer = true
+			} else {
+				older = append(older, seq)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if newer {
+			return ErrNewerExists
+		}
+		for _, seq := range older {
+			if err := t.purge(seq); err != nil {
+				return err
+			}
+		}
+	}
+	tags, err := json.Marshal(ev.Tags)
+	if err != nil {
+		return err
+	}
+	var ch any
+	if channelID != "" {
+		ch = channelID
+	}
+	res, err := t.tx.Exec(`INSERT INTO events (id, pubkey, created_at, kind, tags, content, sig, channel_id, d_tag)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		ev.ID, ev.PubKey, int64(ev.CreatedAt), ev.Kind, string(tags), ev.Content, ev.Sig, ch, d)
+	if err != nil {
+		return err
+	}
+	seq, err := res.LastInsertId()
+	if err != nil {
+		return err
+	}
+	seen := map[[2]string]bool{}
+	for _, tag := range ev.Tags {
+		if len(tag) < 2 || len(tag[0]) != 1 || seen[[2]string{tag[0], tag[1]}] {
+			continue
+		}
+		seen[[2]string{tag[0], tag[1]}] = true
+		if _, err := t.tx.Exec(`INSERT INTO event_tags (seq, name, value, created_at) VALUES (?, ?, ?, ?)`,
+			seq, tag[0], tag[1], int64(ev.CreatedAt)); err != nil {
+			return err
+		}
+	}
+	if strings.TrimSpace(ev.Content) != "" {
+		if _, err := t.tx.Exec(`INSERT INTO events_fts (rowid, content) VALUES (?, ?)`, seq, ev.Content); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// purge removes a replaced event entirely (replaceable history is not kept).
+func (t *sqliteTx) purge(seq int64) error {
+	for _, q := range []string{
+		`DELETE FROM event_tags WHERE seq = ?`,
+		`DELETE FROM events_fts WHERE rowid = ?`,
+		`DELETE FROM events WHERE seq = ?`,
+	} {
+		if _, err := t.tx.Exec(q, seq); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *sqliteTx) SoftDelete(ids []string, author string, at int64) (int, error) {
+	n := 0
+	for _, id := range ids {
+		q := `UPDATE events SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL`
+		args := []any{at, id}
+		if author != "" {
+			q += ` AND pubkey = ?`
+			args = append(args, author)
+		}
+		res, err := t.tx.Exec(q, args...)
+		if err != nil {
+			return n, err
+		}
+		c, _ := res.RowsAffected()
+		n += int(c)
+	}
+	return n, nil
+}
+
+func (t *sqliteTx) PutChannel(c Channel) error {
+	var deleted any
+	if c.Deleted {
+		deleted = time.Now().Unix()
+	}
+	_, err := t.tx.Exec(`INSERT INTO channels (id, name, about, visibility, channel_type, topic, purpose, archived, ttl, created_by, created_at, deleted_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET name = excluded.name, about = excluded.about, visibility = excluded.visibility,
+			channel_type = excluded.channel_type, topic = excluded.topic, purpose = excluded.purpose,
+			archived = excluded.archived, ttl = excluded.ttl,
+			deleted_at = COALESCE(channels.deleted_at, excluded.deleted_at)`,
+		c.ID, c.Name, c.About, c.Visibility, c.Type, c.Topic, c.Purpose, boolInt(c.Archived), c.TTL, c.CreatedBy, c.CreatedAt, deleted)
+	return err
+}
+
+func (t *sqliteTx) PutMember(channelID, pubkey, role string, at int64) error {
+	_, err := t.tx.Exec(`INSERT INTO members (channel_id, pubkey, role, joined_at) VALUES (?, ?, ?, ?)
+		ON CONFLICT (channel_id, pubkey) DO UPDATE SET role = excluded.role`, channelID, pubkey, role, at)
+	return err
+}
+
+func (t *sqliteTx) RemoveMember(channelID, pubkey string) error {
+	_, err := t.tx.Exec(`DELETE FROM members WHERE channel_id = ? AND pubkey = ?`, channelID, pubkey)
+	return err
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Query implements Store.
+func (s *SQLite) Query(ctx context.Context, reader string, f Filter, limit int) ([]nostr.Event, error) {
+	where, args, empty := buildWhere(reader, f)
+	if empty || limit <= 0 {
+		return []nostr.Event{}, nil
+	}
+	q := `SELECT e.id, e.pubkey, e.created_at, e.kind, e.tags, e.content, e.sig FROM events e WHERE ` + where +
+		` ORDER BY e.created_at DESC, e.id ASC LIMIT ?`
+	rows, err := s.r.QueryContext(ctx, q, append(args, limit)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []nostr.Event{}
+	for rows.Next() {
+		var ev nostr.Event
+		var ca int64
+		var tags string
+		if err := rows.Scan(&ev.ID, &ev.PubKey, &ca, &ev.Kind, &tags, &ev.Content, &ev.Sig); err != nil {
+			return nil, err
+		}
+		ev.CreatedAt = nostr.Timestamp(ca)
+		if err := json.Unmarshal([]byte(tags), &ev.Tags); err != nil {
+			return nil, fmt.Errorf("event %s: bad stored tags: %w", ev.ID, err)
+		}
+		out = append(out, ev)
+	}
+	return out, rows.Err()
+}
+
+// Count implements Store.
+func (s *SQLite) Count(ctx context.Context, reader string, filters []Filter) (int64, error) {
+	var parts []string
+	var args []any
+	for _, f := range filters {
+		where, a, empty := buildWhere(reader, f)
+		if empty {
+			continue
+		}
+		parts = append(parts, `SELECT e.seq FROM events e WHERE `+where)
+		args = append(args, a...)
+	}
+	if len(parts) == 0 {
+		return 0, nil
+	}
+	var n int64
+	err := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM (`+strings.Join(parts, " UNION ")+`)`, args...).Scan(&n)
+	return n, err
+}
+
+// Event implements Store.
+func (s *SQLite) Event(ctx context.Context, id string) (*nostr.Event, string, error) {
+	var ev nostr.Event
+	var ca int64
+	var tags string
+	var ch sql.NullString
+	err := s.r.QueryRowContext(ctx, `SELECT id, pubkey, created_at, kind, tags, content, sig, channel_id FROM events
+		WHERE id = ? AND deleted_at IS NULL`, id).Scan(&ev.ID, &ev.PubKey, &ca, &ev.Kind, &tags, &ev.Content, &ev.Sig, &ch)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	ev.CreatedAt = nostr.Timestamp(ca)
+	if err := json.Unmarshal([]byte(tags), &ev.Tags); err != nil {
+		return nil, "", err
+	}
+	return &ev, ch.String, nil
+}
+
+// LatestCreatedAt implements Store.
+func (s *SQLite) LatestCreatedAt(ctx context.Context, pubkey string, kind int, channelID string) (int64, error) {
+	var n sql.NullInt64
+	q := `SELECT MAX(created_at) FROM events WHERE pubkey = ? AND kind = ? AND `
+	args := []any{pubkey, kind}
+	if channelID == "" {
+		q += `channel_id IS NULL`
+	} else {
+		q += `channel_id = ?`
+		args = append(args, channelID)
+	}
+	err := s.r.QueryRowContext(ctx, q, args...).Scan(&n)
+	return n.Int64, err
+}
+
+// Channels implements Store.
+func (s *SQLite) Channels(ctx context.Context) ([]Channel, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT id, name, about, visibility, channel_type, topic, purpose, archived, ttl,
+		created_by, created_at, deleted_at IS NOT NULL FROM channels`)
+	if err != nil {
+		return nil, err
+	}
+	byID := map[string]int{}
+	var out []Channel
+	for rows.Next() {
+		var c Channel
+		if err := rows.Scan(&c.ID, &c.Name, &c.About, &c.Visibility, &c.Type, &c.Topic, &c.Purpose, &c.Archived, &c.TTL,
+			&c.CreatedBy, &c.CreatedAt, &c.Deleted); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		c.Members = map[string]string{}
+		byID[c.ID] = len(out)
+		out = append(out, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	mrows, err := s.r.QueryContext(ctx, `SELECT channel_id, pubkey, role FROM members`)
+	if err != nil {
+		return nil, err
+	}
+	defer mrows.Close()
+	for mrows.Next() {
+		var ch, pk, role string
+		if err := mrows.Scan(&ch, &pk, &role); err != nil {
+			return nil, err
+		}
+		if i, ok := byID[ch]; ok {
+			out[i].Members[pk] = role
+		}
+	}
+	return out, mrows.Err()
+}
+
+// MarkAuthSeen implements Store.
+func (s *SQLite) MarkAuthSeen(ctx context.Context, id string, now, expires time.Time) (bool, error) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if _, err := s.w.ExecContext(ctx, `DELETE FROM nip98_seen WHERE expires_at < ?`, now.Unix()); err != nil {
+		return false, err
+	}
+	res, err := s.w.ExecContext(ctx, `INSERT OR IGNORE INTO nip98_seen (id, expires_at) VALUES (?, ?)`, id, expires.Unix())
+	if err != nil {
+		return false, err
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
+}

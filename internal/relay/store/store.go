@@ -1,0 +1,77 @@
+// Package store persists the relay's events, channels, members and NIP-98 replay guard.
+// The relay talks to it through Store; SQLite (Open) is the embedded implementation.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+)
+
+// ErrDuplicate means the event id is already stored.
+var ErrDuplicate = errors.New("duplicate: event already stored")
+
+// ErrNewerExists means a replaceable or addressable event lost to a newer stored version.
+var ErrNewerExists = errors.New("duplicate: a newer version is already stored")
+
+// Filter is a NIP-01 filter plus Buzz's keyset cursor: with BeforeID set, only events strictly
+// after (Until, BeforeID) in (created_at DESC, id ASC) order match.
+type Filter struct {
+	nostr.Filter
+	BeforeID string
+}
+
+// Channel is one channel's stored state.
+type Channel struct {
+	ID         string
+	Name       string
+	About      string
+	Visibility string // open | private
+	Type       string // stream | forum | dm
+	Topic      string
+	Purpose    string
+	Archived   bool
+	TTL        int64
+	CreatedBy  string
+	CreatedAt  int64
+	Deleted    bool
+	Members    map[string]string // pubkey -> role; filled by Channels
+}
+
+// Store is what the relay needs from storage. Reads take the reader's pubkey so access rules
+// (private channels, p-gated kinds) apply inside the query, before limits.
+type Store interface {
+	// Update runs fn in one write transaction; writes are serialized (a single writer).
+	Update(ctx context.Context, fn func(Tx) error) error
+	// Query returns events matching f that reader may see, newest first, at most limit.
+	Query(ctx context.Context, reader string, f Filter, limit int) ([]nostr.Event, error)
+	// Count counts distinct events matching any of filters that reader may see.
+	Count(ctx context.Context, reader string, filters []Filter) (int64, error)
+	// Event returns a stored, non-deleted event and its channel ("" when global), or nil.
+	Event(ctx context.Context, id string) (*nostr.Event, string, error)
+	// LatestCreatedAt is the newest created_at of pubkey's events of kind in channel (0 if none).
+	LatestCreatedAt(ctx context.Context, pubkey string, kind int, channelID string) (int64, error)
+	// Channels loads every channel with its members.
+	Channels(ctx context.Context) ([]Channel, error)
+	// MarkAuthSeen records a NIP-98 auth event id until expires; false if it was already seen.
+	MarkAuthSeen(ctx context.Context, id string, now, expires time.Time) (bool, error)
+	Close() error
+}
+
+// Tx is the write side, valid only inside Update.
+type Tx interface {
+	// SaveEvent stores ev (scoped to channelID, "" = global) with NIP-01 replaceable and
+	// addressable semantics. Returns ErrDuplicate or ErrNewerExists when nothing was stored.
+	SaveEvent(ev *nostr.Event, channelID string) error
+	// SoftDelete marks the events deleted; with author set only that author's events.
+	// Returns how many were deleted.
+	SoftDelete(ids []string, author string, at int64) (int, error)
+	PutChannel(ch Channel) error
+	PutMember(channelID, pubkey, role string, at int64) error
+	RemoveMember(channelID, pubkey string) error
+}
+
+// PGatedKinds are only readable by the pubkey in their p tag.
+var PGatedKinds = []int{1059, 24200, 44100, 44101, 44200}

@@ -1,0 +1,592 @@
+package sessionstore
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/buzz-harness/buzz/internal/atomicfile"
+)
+
+const (
+	testPK   = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	chanA    = "11111111-1111-4111-8111-111111111111"
+	chanB    = "22222222-2222-4222-8222-222222222222"
+	relay    = "ws://127.0.0.1:3000"
+	agentCmd = "goose acp"
+
+	holdLockEnv = "SESSIONSTORE_TEST_HOLD_LOCK_DIR"
+)
+
+var scope = Scope{RelayURL: relay, AgentCommand: agentCmd}
+
+// TestMain doubles as the lock-holding child process for the cross-process lock test.
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(holdLockEnv); dir != "" {
+		s, err := Open(dir, testPK, nil)
+		if err != nil {
+			fmt.Println("error:", err)
+			os.Exit(1)
+		}
+		fmt.Println("locked")
+		_, _ = bufio.NewReader(os.Stdin).ReadString('\n') // hold until the parent closes stdin
+		_ = s.Close()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// logBuf is a goroutine-safe log sink so tests can count warnings.
+type logBuf struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuf) warnings() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range strings.Split(l.buf.String(), "\n") {
+		if strings.Contains(line, "level=WARN") {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+func newLogger() (*slog.Logger, *logBuf) {
+	lb := &logBuf{}
+	return slog.New(slog.NewTextHandler(lb, nil)), lb
+}
+
+func mustOpen(t *testing.T, dir string) *Store {
+	t.Helper()
+	lg, _ := newLogger()
+	s, err := Open(dir, testPK, lg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func rec(sid string) Record {
+	t0 := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	return Record{SessionID: sid, RelayURL: relay, AgentCommand: agentCmd, CreatedAt: t0, LastUsedAt: t0}
+}
+
+func TestPutThenReopenReturnsSameRecord(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir)
+	if err := s.Put(chanA, rec("sess-a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(chanB, rec("sess-b")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s2 := mustOpen(t, dir)
+	if s2.Len() != 2 {
+		t.Fatalf("Len = %d, want 2", s2.Len())
+	}
+	got, ok := s2.Get(chanA, scope)
+	if !ok || got != rec("sess-a") {
+		t.Fatalf("Get(chanA) = %+v, %v; want %+v", got, ok, rec("sess-a"))
+	}
+}
+
+func TestRemoveForgetsAcrossReopen(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir)
+	_ = s.Put(chanA, rec("sess-a"))
+	_ = s.Put(chanB, rec("sess-b"))
+	if err := s.Remove(chanA); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.Get(chanA, scope); ok {
+		t.Fatal("removed channel still found before reopen")
+	}
+	_ = s.Close()
+
+	s2 := mustOpen(t, dir)
+	if _, ok := s2.Get(chanA, scope); ok {
+		t.Fatal("removed channel found after reopen")
+	}
+	if _, ok := s2.Get(chanB, scope); !ok {
+		t.Fatal("other channel lost by Remove")
+	}
+}
+
+func TestFileIsPrivateVersionedAndKeyedByPubkey(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state", "nested")
+	s := mustOpen(t, dir)
+	_ = s.Put(chanA, rec("sess-a"))
+	if want := filepath.Join(dir, "sessions-"+testPK+".json"); s.Path() != want {
+		t.Fatalf("Path = %s, want %s", s.Path(), want)
+	}
+	st, err := os.Stat(s.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("file mode %v, want 0600", st.Mode().Perm())
+	}
+	dst, _ := os.Stat(dir)
+	if dst.Mode().Perm() != 0o700 {
+		t.Errorf("dir mode %v, want 0700", dst.Mode().Perm())
+	}
+	var raw struct {
+		Version     int                        `json:"version"`
+		AgentPubkey string                     `json:"agentPubkey"`
+		Sessions    map[string]json.RawMessage `json:"sessions"`
+	}
+	data, _ := os.ReadFile(s.Path())
+	if err := json.Unmarshal(data, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if raw.Version != 1 || raw.AgentPubkey != testPK || len(raw.Sessions) != 1 {
+		t.Fatalf("file = %s", data)
+	}
+	for _, key := range []string{`"sessionId"`, `"relayUrl"`, `"agentCommand"`, `"createdAt"`, `"lastUsedAt"`} {
+		if !bytes.Contains(raw.Sessions[chanA], []byte(key)) {
+			t.Errorf("record lacks %s: %s", key, raw.Sessions[chanA])
+		}
+	}
+}
+
+func TestMalformedFileIsEmptyWithOneWarningAndOverwrittenOnNextWrite(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, FileName(testPK))
+	if err := os.WriteFile(path, []byte(`{"version":1,"sessions":{`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lg, logs := newLogger()
+	s, err := Open(dir, testPK, lg)
+	if err != nil {
+		t.Fatalf("Open on malformed file must not fail: %v", err)
+	}
+	defer s.Close()
+	if s.Len() != 0 {
+		t.Fatalf("Len = %d, want 0", s.Len())
+	}
+	if w := logs.warnings(); len(w) != 1 || !strings.Contains(w[0], path) {
+		t.Fatalf("want exactly one warning naming the file, got %q", w)
+	}
+	if err := s.Put(chanA, rec("sess-a")); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(path)
+	if _, err := decode(data, testPK); err != nil {
+		t.Fatalf("file not overwritten with a valid store: %v\n%s", err, data)
+	}
+}
+
+func TestFileOfOtherVersionOrPubkeyIsTreatedAsEmpty(t *testing.T) {
+	for name, body := range map[string]string{
+		"version": `{"version":2,"agentPubkey":"` + testPK + `","sessions":{"` + chanA + `":{"sessionId":"x"}}}`,
+		"pubkey":  `{"version":1,"agentPubkey":"ffff","sessions":{"` + chanA + `":{"sessionId":"x"}}}`,
+		"legacy":  `{"` + chanA + `":"sess-a"}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			_ = os.WriteFile(filepath.Join(dir, FileName(testPK)), []byte(body), 0o600)
+			lg, logs := newLogger()
+			s, err := Open(dir, testPK, lg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if s.Len() != 0 || len(logs.warnings()) != 1 {
+				t.Fatalf("Len = %d, warnings = %q; want 0 records and one warning", s.Len(), logs.warnings())
+			}
+		})
+	}
+}
+
+func TestMissingFileIsEmptyWithoutWarning(t *testing.T) {
+	lg, logs := newLogger()
+	s, err := Open(t.TempDir(), testPK, lg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Len() != 0 || len(logs.warnings()) != 0 {
+		t.Fatalf("Len = %d, warnings = %q", s.Len(), logs.warnings())
+	}
+}
+
+func TestRecordFromOtherRelayOrAgentCommandIsNotResumed(t *testing.T) {
+	s := mustOpen(t, t.TempDir())
+	_ = s.Put(chanA, rec("sess-a"))
+	cases := map[string]Scope{
+		"other relay":   {RelayURL: "wss://relay.example.com", AgentCommand: agentCmd},
+		"other command": {RelayURL: relay, AgentCommand: "claude-code-acp"},
+	}
+	for name, sc := range cases {
+		if got, ok := s.Get(chanA, sc); ok {
+			t.Errorf("%s: Get = %+v, want not found", name, got)
+		}
+	}
+	// Spelling differences of the same relay still match.
+	if _, ok := s.Get(chanA, Scope{RelayURL: "ws://localhost:3000/", AgentCommand: agentCmd}); !ok {
+		t.Error("same relay spelled ws://localhost:3000/ did not match")
+	}
+}
+
+func TestDisabledStoreRemembersNothingButKeepsFreshRequests(t *testing.T) {
+	s := Disabled()
+	if err := s.Put(chanA, rec("sess-a")); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.Get(chanA, scope); ok {
+		t.Fatal("disabled store returned a record")
+	}
+	if err := s.Touch(chanA, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove(chanA); err != nil {
+		t.Fatal(err)
+	}
+	if s.Len() != 0 || s.Path() != "" || s.Enabled() {
+		t.Fatalf("Len=%d Path=%q Enabled=%v", s.Len(), s.Path(), s.Enabled())
+	}
+	s.RequestFresh(chanA)
+	if !s.TakeFresh(chanA) {
+		t.Fatal("fresh request lost on disabled store")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFreshRequestIsTakenExactlyOnce(t *testing.T) {
+	s := mustOpen(t, t.TempDir())
+	if s.TakeFresh(chanA) {
+		t.Fatal("TakeFresh true without a request")
+	}
+	s.RequestFresh(chanA)
+	s.RequestFresh(chanA)
+	if !s.TakeFresh(chanA) {
+		t.Fatal("first TakeFresh false")
+	}
+	if s.TakeFresh(chanA) {
+		t.Fatal("second TakeFresh true")
+	}
+	if s.TakeFresh(chanB) {
+		t.Fatal("request leaked to another channel")
+	}
+}
+
+func TestSecondOpenInSameProcessFailsNamingOurPid(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir)
+	_, err := Open(dir, testPK, nil)
+	if err == nil {
+		t.Fatal("second Open succeeded")
+	}
+	want := fmt.Sprintf("session store %s is locked by pid %d (another buzz-acp with the same key and state dir?)", s.Path(), os.Getpid())
+	if err.Error() != want {
+		t.Fatalf("error = %q\nwant    %q", err, want)
+	}
+	// A different key in the same dir is a different store.
+	other := strings.Repeat("b", 64)
+	s2, err := Open(dir, other, nil)
+	if err != nil {
+		t.Fatalf("Open with another key: %v", err)
+	}
+	_ = s2.Close()
+}
+
+func TestCloseReleasesLock(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, testPK, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Open(dir, testPK, nil)
+	if err != nil {
+		t.Fatalf("reopen after Close: %v", err)
+	}
+	_ = s2.Close()
+}
+
+func TestOpenFailsWhileAnotherProcessHoldsLockAndNamesItsPid(t *testing.T) {
+	dir := t.TempDir()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), holdLockEnv+"="+dir)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = stdin.Close(); _ = cmd.Wait() }()
+
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "locked" {
+		t.Fatalf("child did not take the lock: %q %v", line, err)
+	}
+	_, err = Open(dir, testPK, nil)
+	if err == nil {
+		t.Fatal("Open succeeded while the child holds the lock")
+	}
+	if !strings.Contains(err.Error(), "locked by pid "+strconv.Itoa(cmd.Process.Pid)+" ") {
+		t.Fatalf("error %q does not name child pid %d", err, cmd.Process.Pid)
+	}
+
+	// When the child exits, the lock is ours.
+	_ = stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("child: %v", err)
+	}
+	s, err := Open(dir, testPK, nil)
+	if err != nil {
+		t.Fatalf("Open after child exit: %v", err)
+	}
+	_ = s.Close()
+}
+
+func TestCrashBetweenTempWriteAndRenameLeavesOldFileIntact(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir)
+	_ = s.Put(chanA, rec("sess-old"))
+	before, _ := os.ReadFile(s.Path())
+
+	crash := errors.New("simulated crash")
+	var tmpSeen string
+	s.writeOpts = []atomicfile.Option{atomicfile.BeforeRename(func(tmp string) error {
+		tmpSeen = tmp
+		data, _ := os.ReadFile(tmp)
+		if !bytes.Contains(data, []byte("sess-new")) {
+			t.Errorf("temp file lacks the new record: %s", data)
+		}
+		return crash
+	})}
+	if err := s.Put(chanA, rec("sess-new")); !errors.Is(err, crash) {
+		t.Fatalf("Put error = %v, want the injected crash", err)
+	}
+	after, _ := os.ReadFile(s.Path())
+	if !bytes.Equal(before, after) {
+		t.Fatalf("store file changed by an interrupted write:\n%s", after)
+	}
+	if _, err := os.Stat(tmpSeen); !os.IsNotExist(err) {
+		t.Errorf("temp file %s left behind: %v", tmpSeen, err)
+	}
+	_ = s.Close()
+
+	s2 := mustOpen(t, dir)
+	if got, _ := s2.Get(chanA, scope); got.SessionID != "sess-old" {
+		t.Fatalf("after crash, session = %q, want sess-old", got.SessionID)
+	}
+}
+
+func TestStrayTempFileFromCrashIsIgnoredAndCleanedOnOpen(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir)
+	_ = s.Put(chanA, rec("sess-old"))
+	_ = s.Close()
+	stray := filepath.Join(dir, atomicfile.TempPrefix(s.Path())+"123456")
+	if err := os.WriteFile(stray, []byte(`{"version":1,"agentPubkey":"`+testPK+`","sess`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	s2 := mustOpen(t, dir)
+	if got, _ := s2.Get(chanA, scope); got.SessionID != "sess-old" {
+		t.Fatalf("session = %q, want sess-old", got.SessionID)
+	}
+	if _, err := os.Stat(stray); !os.IsNotExist(err) {
+		t.Fatalf("stray temp file not removed: %v", err)
+	}
+}
+
+func TestTouchBatchesWritesAndCloseFlushesThem(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir)
+	_ = s.Put(chanA, rec("sess-a"))
+	t0 := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+
+	lastUsedOnDisk := func() time.Time {
+		data, _ := os.ReadFile(s.Path())
+		m, err := decode(data, testPK)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m[chanA].LastUsedAt
+	}
+	_ = s.Touch(chanA, t0) // first touch writes
+	if got := lastUsedOnDisk(); !got.Equal(t0) {
+		t.Fatalf("after first Touch disk has %v, want %v", got, t0)
+	}
+	_ = s.Touch(chanA, t0.Add(10*time.Second)) // within a minute: memory only
+	if got := lastUsedOnDisk(); !got.Equal(t0) {
+		t.Fatalf("Touch within a minute wrote the file (%v)", got)
+	}
+	if got, _ := s.Get(chanA, scope); !got.LastUsedAt.Equal(t0.Add(10 * time.Second)) {
+		t.Fatalf("in-memory LastUsedAt = %v", got.LastUsedAt)
+	}
+	_ = s.Touch(chanA, t0.Add(2*time.Minute)) // a minute later: written
+	if got := lastUsedOnDisk(); !got.Equal(t0.Add(2 * time.Minute)) {
+		t.Fatalf("Touch after a minute not written (%v)", got)
+	}
+	_ = s.Touch(chanA, t0.Add(2*time.Minute+time.Second))
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := lastUsedOnDisk(); !got.Equal(t0.Add(2*time.Minute + time.Second)) {
+		t.Fatalf("Close did not flush the batched Touch (%v)", got)
+	}
+}
+
+func TestTouchOfUnknownChannelDoesNothing(t *testing.T) {
+	s := mustOpen(t, t.TempDir())
+	if err := s.Touch(chanA, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if s.Len() != 0 {
+		t.Fatal("Touch created a record")
+	}
+	if _, err := os.Stat(s.Path()); !os.IsNotExist(err) {
+		t.Fatal("Touch of unknown channel wrote the file")
+	}
+}
+
+func TestPutFillsZeroTimes(t *testing.T) {
+	s := mustOpen(t, t.TempDir())
+	before := time.Now()
+	if err := s.Put(chanA, Record{SessionID: "s", RelayURL: relay, AgentCommand: agentCmd}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := s.Get(chanA, scope)
+	if got.CreatedAt.Before(before) || !got.LastUsedAt.Equal(got.CreatedAt) {
+		t.Fatalf("times not filled: %+v", got)
+	}
+}
+
+func TestPutRejectsEmptySessionID(t *testing.T) {
+	s := mustOpen(t, t.TempDir())
+	if err := s.Put(chanA, Record{}); err == nil {
+		t.Fatal("Put with empty session id succeeded")
+	}
+}
+
+func TestOpenRejectsPubkeyThatIsNotHex(t *testing.T) {
+	for _, pk := range []string{"", "../../etc/passwd", strings.Repeat("A", 64), "abc"} {
+		if s, err := Open(t.TempDir(), pk, nil); err == nil {
+			_ = s.Close()
+			t.Errorf("Open accepted pubkey %q", pk)
+		}
+	}
+}
+
+func TestConcurrentPutsAllLand(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ch := fmt.Sprintf("%08d-0000-4000-8000-000000000000", i)
+			if err := s.Put(ch, rec(fmt.Sprint("s", i))); err != nil {
+				t.Error(err)
+			}
+			_ = s.Touch(ch, time.Now())
+		}()
+	}
+	wg.Wait()
+	_ = s.Close()
+	if n := mustOpen(t, dir).Len(); n != 8 {
+		t.Fatalf("after reopen Len = %d, want 8", n)
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add([]byte(`{"version":1,"agentPubkey":"` + testPK + `","sessions":{"` + chanA + `":{"sessionId":"s","relayUrl":"ws://x","agentCommand":"goose","createdAt":"2025-01-01T00:00:00Z","lastUsedAt":"2025-01-01T00:00:00Z"}}}`))
+	f.Add([]byte(`{"version":1,"agentPubkey":"` + testPK + `","sessions":null}`))
+	f.Add([]byte(`{"` + chanA + `":"legacy"}`))
+	f.Add([]byte(`{"version":1,"agentPubkey":"` + testPK + `","sessions":{"":{"sessionId":""}}}`))
+	f.Add([]byte(`{"version":1,"agentPubkey":"` + testPK + `","sessions":{"a":{"createdAt":"nope"}}}`))
+	f.Add([]byte("\x00\xff"))
+	f.Add([]byte(""))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := decode(data, testPK)
+		if err != nil {
+			return
+		}
+		for ch, r := range m {
+			if ch == "" || r.SessionID == "" {
+				t.Fatalf("decode kept an empty key or session: %q %+v", ch, r)
+			}
+		}
+		// Whatever decodes must survive a write + reload unchanged.
+		out, err := json.Marshal(fileFormat{Version: FormatVersion, AgentPubkey: testPK, Sessions: m})
+		if err != nil {
+			return // e.g. a year outside RFC 3339; encode errors are reported by Put
+		}
+		m2, err := decode(out, testPK)
+		if err != nil || len(m2) != len(m) {
+			t.Fatalf("re-decode: %v (%d vs %d)", err, len(m2), len(m))
+		}
+	})
+}
+
+func BenchmarkPut(b *testing.B) {
+	s, err := Open(b.TempDir(), testPK, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 50 { // a realistic store: tens of channels
+		_ = s.Put(fmt.Sprintf("%08d-0000-4000-8000-000000000000", i), rec("s"))
+	}
+	for i := 0; b.Loop(); i++ {
+		if err := s.Put(chanA, rec(strconv.Itoa(i))); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkTouch(b *testing.B) {
+	s, err := Open(b.TempDir(), testPK, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 50 {
+		_ = s.Put(fmt.Sprintf("%08d-0000-4000-8000-000000000000", i), rec("s"))
+	}
+	_ = s.Put(chanA, rec("s"))
+	now := time.Now()
+	for b.Loop() {
+		now = now.Add(100 * time.Millisecond) // a turn every 100 ms: one write per 600 touches
+		if err := s.Touch(chanA, now); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

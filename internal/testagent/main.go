@@ -1,0 +1,547 @@
+// Command testagent is a small scriptable ACP agent (stdio, protocol v1) for end-to-end tests of
+// the harness. Build it with `go build -o X ./internal/testagent`. Behaviour is set by env vars:
+//
+// Identity and capabilities
+//
+//	TESTAGENT_NAME, TESTAGENT_VERSION  agentInfo (default "buzz-testagent" "0.0.0"); e.g.
+//	                                   "@agentclientprotocol/claude-agent-acp" "0.101.0", "goose", "codex-acp"
+//	TESTAGENT_LOAD_SESSION=0           advertise loadSession false (default true)
+//	TESTAGENT_CAPS=resume,systemPrompt sessionCapabilities to advertise as {}; "systemPrompt=override"
+//	                                   advertises {"mode":{"override":{}}}
+//	TESTAGENT_GOOSE_SYSTEM_PROMPT=1    implement _goose/unstable/session/system-prompt/set (else -32601)
+//
+// Recording and state
+//
+//	TESTAGENT_RECORD=path     append every received request/notification, and every answer the
+//	                          client gave to our requests, as a JSON line {"type","method","params"|"result"|"error"}
+//	TESTAGENT_STATE_DIR=dir   sessions (sessions/<id>.json: history and codeword) and the prompt
+//	                          counter live here, so session/load works across restarts (default: a temp dir)
+//
+// Turn behaviour (session/prompt)
+//
+//	The prompt text is searched for "Event ID: <64hex>" lines, the [Context] block's channel uuid, an
+//	instruction "--reply-to <id>" and "Content: ..." lines. The agent then runs
+//	`buzz messages send --channel <uuid> [--reply-to <instruction id, else last event id>] --content <reply>`
+//	(BUZZ_RELAY_URL / BUZZ_PRIVATE_KEY come from the environment), streams the reply as
+//	agent_message_chunk and ends the turn. "codeword=X" in a content line is remembered in the
+//	session; content containing "codeword?" is answered "codeword: X".
+//
+//	TESTAGENT_REPLY=tmpl        reply text; {content} {codeword} {session} {count} are substituted
+//	                            (default "echo: {content}", content = first line of the last event)
+//	TESTAGENT_BUZZ=path         buzz CLI to run (default "buzz" on PATH); TESTAGENT_NO_CLI=1 skips it
+//	TESTAGENT_STREAM=N          split the reply into N agent_message_chunk updates (default 1)
+//	TESTAGENT_BIG_CHUNK=bytes   also send one agent_message_chunk of that many 'x' bytes
+//	TESTAGENT_PERMISSION=1      ask session/request_permission first (options listed reject-first with
+//	                            opaque ids); a reject skips the reply, "cancelled" ends the turn cancelled
+//	TESTAGENT_UNKNOWN_REQUEST=1 send a `_testagent/probe` request to the client each turn (answer recorded)
+//	TESTAGENT_STOP_REASON=s     stopReason to answer with (default "end_turn")
+//
+// Faults
+//
+//	TESTAGENT_CRASH_ON=N     os.Exit(3) mid-turn on the Nth prompt (counted across restarts in the state
+//	                         dir, so a respawned agent does not crash again)
+//	TESTAGENT_HANG_ON=N|all  on that prompt write nothing until session/cancel, then answer "cancelled"
+//	TESTAGENT_IGNORE_CANCEL=1  while hanging, ignore session/cancel too
+//	TESTAGENT_NO_INIT=1      never answer initialize
+//	TESTAGENT_GARBAGE=1      print garbage lines (non-JSON, blank, unknown notification) at start and each turn
+//	TESTAGENT_SPAWN_CHILD=f  start a `sleep` child in the agent's process group and write its pid to f
+//
+// Every startup writes "testagent: started pid N" to stderr.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/buzz-harness/buzz/internal/acp"
+)
+
+type config struct {
+	name, version    string
+	loadSession      bool
+	caps             map[string]any
+	gooseSysPrompt   bool
+	record           string
+	stateDir         string
+	reply            string
+	buzz             string
+	noCLI            bool
+	stream           int
+	bigChunk         int
+	permission       bool
+	unknownRequest   bool
+	stopReason       string
+	crashOn          int
+	hangOn           string
+	ignoreCancel     bool
+	noInit           bool
+	garbage          bool
+	spawnChildPIDOut string
+}
+
+func loadConfig() (config, error) {
+	c := config{
+		name:             envOr("TESTAGENT_NAME", "buzz-testagent"),
+		version:          envOr("TESTAGENT_VERSION", "0.0.0"),
+		loadSession:      os.Getenv("TESTAGENT_LOAD_SESSION") != "0",
+		caps:             map[string]any{},
+		gooseSysPrompt:   os.Getenv("TESTAGENT_GOOSE_SYSTEM_PROMPT") == "1",
+		record:           os.Getenv("TESTAGENT_RECORD"),
+		stateDir:         os.Getenv("TESTAGENT_STATE_DIR"),
+		reply:            envOr("TESTAGENT_REPLY", "echo: {content}"),
+		buzz:             envOr("TESTAGENT_BUZZ", "buzz"),
+		noCLI:            os.Getenv("TESTAGENT_NO_CLI") == "1",
+		permission:       os.Getenv("TESTAGENT_PERMISSION") == "1",
+		unknownRequest:   os.Getenv("TESTAGENT_UNKNOWN_REQUEST") == "1",
+		stopReason:       envOr("TESTAGENT_STOP_REASON", "end_turn"),
+		hangOn:           os.Getenv("TESTAGENT_HANG_ON"),
+		ignoreCancel:     os.Getenv("TESTAGENT_IGNORE_CANCEL") == "1",
+		noInit:           os.Getenv("TESTAGENT_NO_INIT") == "1",
+		garbage:          os.Getenv("TESTAGENT_GARBAGE") == "1",
+		spawnChildPIDOut: os.Getenv("TESTAGENT_SPAWN_CHILD"),
+	}
+	for _, name := range strings.Split(os.Getenv("TESTAGENT_CAPS"), ",") {
+		switch name = strings.TrimSpace(name); name {
+		case "":
+		case "systemPrompt=override":
+			c.caps["systemPrompt"] = map[string]any{"mode": map[string]any{"override": map[string]any{}}}
+		default:
+			c.caps[name] = map[string]any{}
+		}
+	}
+	var err error
+	for _, n := range []struct {
+		env string
+		dst *int
+		def int
+	}{{"TESTAGENT_STREAM", &c.stream, 1}, {"TESTAGENT_BIG_CHUNK", &c.bigChunk, 0}, {"TESTAGENT_CRASH_ON", &c.crashOn, 0}} {
+		*n.dst = n.def
+		if v := os.Getenv(n.env); v != "" {
+			if *n.dst, err = strconv.Atoi(v); err != nil {
+				return c, fmt.Errorf("%s=%q is not a number", n.env, v)
+			}
+		}
+	}
+	if c.stateDir == "" {
+		if c.stateDir, err = os.MkdirTemp("", "testagent-state-"); err != nil {
+			return c, err
+		}
+	}
+	return c, os.MkdirAll(filepath.Join(c.stateDir, "sessions"), 0o755)
+}
+
+func envOr(k, def string) string {
+	if v, ok := os.LookupEnv(k); ok {
+		return v
+	}
+	return def
+}
+
+func main() {
+	cfg, err := loadConfig()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testagent:", err)
+		os.Exit(2)
+	}
+	fmt.Fprintf(os.Stderr, "testagent: started pid %d\n", os.Getpid())
+	if cfg.spawnChildPIDOut != "" {
+		child := exec.Command("sleep", "300") // inherits our process group
+		if err := child.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, "testagent: spawn child:", err)
+			os.Exit(2)
+		}
+		_ = os.WriteFile(cfg.spawnChildPIDOut, []byte(strconv.Itoa(child.Process.Pid)), 0o644)
+	}
+	a := newAgent(cfg)
+	a.out = &lockedWriter{f: os.Stdout}
+	if cfg.garbage {
+		a.writeGarbage()
+	}
+	conn := acp.NewConn(os.Stdin, a.out, a, nil)
+	a.conn = conn
+	close(a.ready)
+	conn.Wait()
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+func (w *lockedWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.f.Write(b)
+}
+
+// session is what is persisted per session id.
+type session struct {
+	ID       string `json:"id"`
+	Cwd      string `json:"cwd"`
+	Codeword string `json:"codeword,omitempty"`
+	History  []turn `json:"history"`
+}
+
+type turn struct {
+	User  string `json:"user"`
+	Agent string `json:"agent"`
+}
+
+type agent struct {
+	cfg   config
+	conn  *acp.Conn
+	out   *lockedWriter
+	ready chan struct{}
+
+	mu       sync.Mutex
+	sessions map[string]*session
+	running  map[string]context.CancelFunc
+	recMu    sync.Mutex
+}
+
+func newAgent(cfg config) *agent {
+	return &agent{cfg: cfg, ready: make(chan struct{}), sessions: map[string]*session{}, running: map[string]context.CancelFunc{}}
+}
+
+func (a *agent) writeGarbage() {
+	for _, l := range []string{"this is not json", "", "[1,2,3]", `{"jsonrpc":"2.0","method":"_testagent/unknown_notification","params":{}}`} {
+		_, _ = a.out.Write([]byte(l + "\n"))
+	}
+}
+
+func (a *agent) record(v map[string]any) {
+	if a.cfg.record == "" {
+		return
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return
+	}
+	a.recMu.Lock()
+	defer a.recMu.Unlock()
+	f, err := os.OpenFile(a.cfg.record, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testagent: record:", err)
+		return
+	}
+	defer f.Close()
+	_, _ = f.Write(append(b, '\n'))
+}
+
+func (a *agent) HandleNotification(method string, params json.RawMessage) {
+	<-a.ready
+	a.record(map[string]any{"type": "notification", "method": method, "params": params})
+	if method == "session/cancel" {
+		var p acp.SessionIDParams
+		_ = json.Unmarshal(params, &p)
+		a.mu.Lock()
+		cancel := a.running[p.SessionID]
+		a.mu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+	}
+}
+
+func (a *agent) HandleRequest(ctx context.Context, method string, params json.RawMessage) (any, error) {
+	<-a.ready
+	a.record(map[string]any{"type": "request", "method": method, "params": params})
+	switch method {
+	case "initialize":
+		if a.cfg.noInit {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		return a.initialize(), nil
+	case "authenticate":
+		return map[string]any{}, nil
+	case "session/new":
+		return a.newSession(params)
+	case "session/load":
+		if !a.cfg.loadSession {
+			return nil, acp.MethodNotFound(method)
+		}
+		return a.loadSession(params, true)
+	case "session/resume":
+		if _, ok := a.cfg.caps["resume"]; !ok {
+			return nil, acp.MethodNotFound(method)
+		}
+		return a.loadSession(params, false)
+	case "session/prompt":
+		return a.prompt(ctx, params)
+	case "_goose/unstable/session/system-prompt/set":
+		if !a.cfg.gooseSysPrompt {
+			return nil, acp.MethodNotFound(method)
+		}
+		return map[string]any{}, nil
+	default:
+		return nil, acp.MethodNotFound(method)
+	}
+}
+
+func (a *agent) initialize() map[string]any {
+	return map[string]any{
+		"protocolVersion": acp.ProtocolVersion,
+		"agentInfo":       map[string]any{"name": a.cfg.name, "title": "Buzz Test Agent", "version": a.cfg.version},
+		"agentCapabilities": map[string]any{
+			"loadSession":         a.cfg.loadSession,
+			"promptCapabilities":  map[string]any{"image": false, "audio": false, "embeddedContext": false},
+			"sessionCapabilities": a.cfg.caps,
+		},
+		"authMethods": []any{},
+	}
+}
+
+func (a *agent) sessionPath(id string) string {
+	return filepath.Join(a.cfg.stateDir, "sessions", hex.EncodeToString([]byte(id))+".json")
+}
+
+// save persists a session; callers hold a.mu.
+func (a *agent) save(s *session) {
+	b, _ := json.MarshalIndent(s, "", "  ")
+	tmp := a.sessionPath(s.ID) + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err == nil {
+		_ = os.Rename(tmp, a.sessionPath(s.ID))
+	}
+}
+
+func (a *agent) newSession(params json.RawMessage) (any, error) {
+	var p acp.SessionSetupParams
+	if err := json.Unmarshal(params, &p); err != nil || !filepath.IsAbs(p.Cwd) || p.McpServers == nil {
+		return nil, acp.NewRPCError(acp.CodeInvalidParams, "session/new needs an absolute cwd and an mcpServers array", nil)
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	s := &session{ID: "sess_" + hex.EncodeToString(b[:]), Cwd: p.Cwd, History: []turn{}}
+	a.mu.Lock()
+	a.sessions[s.ID] = s
+	a.save(s)
+	a.mu.Unlock()
+	return map[string]any{"sessionId": s.ID}, nil
+}
+
+func (a *agent) loadSession(params json.RawMessage, replay bool) (any, error) {
+	var p acp.SessionSetupParams
+	if err := json.Unmarshal(params, &p); err != nil || p.SessionID == "" {
+		return nil, acp.NewRPCError(acp.CodeInvalidParams, "sessionId is required", nil)
+	}
+	b, err := os.ReadFile(a.sessionPath(p.SessionID))
+	var s session
+	if err != nil || json.Unmarshal(b, &s) != nil {
+		return nil, acp.NewRPCError(acp.CodeResourceNotFound, "Resource not found", map[string]string{"sessionId": p.SessionID})
+	}
+	a.mu.Lock()
+	a.sessions[s.ID] = &s
+	a.mu.Unlock()
+	if replay {
+		// The history goes out as ordinary updates before the answer, like real adapters.
+		for _, t := range s.History {
+			_ = acp.SendUpdate(a.conn, s.ID, acp.TextChunk(acp.UpdateUserMessageChunk, t.User))
+			_ = acp.SendUpdate(a.conn, s.ID, acp.TextChunk(acp.UpdateAgentMessageChunk, t.Agent))
+		}
+	}
+	return map[string]any{}, nil
+}
+
+// bumpCounter increments the prompt counter persisted in the state dir.
+func (a *agent) bumpCounter() int {
+	path := filepath.Join(a.cfg.stateDir, "prompt-count")
+	b, _ := os.ReadFile(path)
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	n++
+	_ = os.WriteFile(path, []byte(strconv.Itoa(n)), 0o644)
+	return n
+}
+
+var cancelled = acp.PromptResponse{StopReason: "cancelled"}
+
+func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error) {
+	var p acp.PromptParams
+	if err := json.Unmarshal(params, &p); err != nil {
+		return nil, acp.NewRPCError(acp.CodeInvalidParams, err.Error(), nil)
+	}
+	a.mu.Lock()
+	s := a.sessions[p.SessionID]
+	count := a.bumpCounter()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if s != nil {
+		a.running[s.ID] = cancel
+	}
+	a.mu.Unlock()
+	if s == nil {
+		return nil, acp.NewRPCError(acp.CodeResourceNotFound, "Session not found", map[string]string{"sessionId": p.SessionID})
+	}
+	defer func() {
+		a.mu.Lock()
+		delete(a.running, s.ID)
+		a.mu.Unlock()
+	}()
+
+	var texts []string
+	for _, b := range p.Prompt {
+		if b.Type == "text" {
+			texts = append(texts, b.Text)
+		}
+	}
+	text := strings.Join(texts, "\n\n")
+
+	if a.cfg.garbage {
+		a.writeGarbage()
+	}
+	if a.cfg.crashOn == count {
+		_ = acp.SendUpdate(a.conn, s.ID, acp.TextChunk(acp.UpdateAgentMessageChunk, "about to crash"))
+		fmt.Fprintf(os.Stderr, "testagent: crashing on prompt %d\n", count)
+		os.Exit(3)
+	}
+	if a.cfg.hangOn == "all" || a.cfg.hangOn == strconv.Itoa(count) {
+		fmt.Fprintf(os.Stderr, "testagent: hanging on prompt %d\n", count)
+		<-ctx.Done()
+		if a.cfg.ignoreCancel {
+			<-a.conn.Done()
+		}
+		return cancelled, nil
+	}
+
+	info := parsePrompt(text)
+	a.mu.Lock()
+	if code := info.learnCodeword(); code != "" {
+		s.Codeword = code
+	}
+	codeword := s.Codeword
+	a.mu.Unlock()
+	reply := a.replyText(info, s.ID, codeword, count)
+
+	send := true
+	if a.cfg.permission {
+		kind, err := a.askPermission(ctx, s.ID)
+		switch {
+		case err != nil || kind == "cancelled" || ctx.Err() != nil:
+			return cancelled, nil
+		case strings.HasPrefix(kind, "reject"):
+			reply, send = "permission denied", false
+		}
+	}
+	if a.cfg.unknownRequest {
+		var res json.RawMessage
+		err := a.conn.Call(ctx, "_testagent/probe", map[string]any{"sessionId": s.ID}, &res)
+		a.recordAnswer("_testagent/probe", res, err)
+	}
+	if a.cfg.bigChunk > 0 {
+		_ = acp.SendUpdate(a.conn, s.ID, acp.TextChunk(acp.UpdateAgentMessageChunk, strings.Repeat("x", a.cfg.bigChunk)))
+	}
+	if send && !a.cfg.noCLI {
+		a.runCLI(info, reply)
+	}
+	for _, part := range split(reply, a.cfg.stream) {
+		_ = acp.SendUpdate(a.conn, s.ID, acp.TextChunk(acp.UpdateAgentMessageChunk, part))
+	}
+	if ctx.Err() != nil {
+		return cancelled, nil
+	}
+	a.mu.Lock()
+	s.History = append(s.History, turn{User: text, Agent: reply})
+	a.save(s)
+	a.mu.Unlock()
+	usage, _ := json.Marshal(map[string]int{"inputTokens": len(text), "outputTokens": len(reply), "totalTokens": len(text) + len(reply)})
+	return acp.PromptResponse{StopReason: a.cfg.stopReason, Usage: usage}, nil
+}
+
+func (a *agent) replyText(info promptInfo, sessionID, codeword string, count int) string {
+	content := info.LastContent()
+	if strings.Contains(content, "codeword?") {
+		if codeword == "" {
+			return "codeword: unknown"
+		}
+		return "codeword: " + codeword
+	}
+	return strings.NewReplacer("{content}", content, "{codeword}", codeword, "{session}", sessionID,
+		"{count}", strconv.Itoa(count)).Replace(a.cfg.reply)
+}
+
+func (a *agent) recordAnswer(method string, result json.RawMessage, err error) {
+	rec := map[string]any{"type": "response", "method": method}
+	var re *acp.RPCError
+	switch {
+	case errors.As(err, &re):
+		rec["error"] = re
+	case err != nil:
+		rec["error"] = map[string]string{"message": err.Error()}
+	default:
+		rec["result"] = result
+	}
+	a.record(rec)
+}
+
+// askPermission offers reject first and uses opaque ids, so a client choosing by position or
+// label instead of kind is caught. It returns the chosen kind or "cancelled".
+func (a *agent) askPermission(ctx context.Context, sessionID string) (string, error) {
+	opts := []acp.PermissionOption{
+		{OptionID: "opt-3f9", Name: "Reject", Kind: acp.KindRejectOnce},
+		{OptionID: "opt-a71", Name: "Always allow", Kind: acp.KindAllowAlways},
+		{OptionID: "opt-c42", Name: "Allow", Kind: acp.KindAllowOnce},
+		{OptionID: "opt-d08", Name: "Never", Kind: acp.KindRejectAlways},
+	}
+	var res acp.PermissionResponse
+	err := a.conn.Call(ctx, "session/request_permission", acp.PermissionRequest{
+		SessionID: sessionID,
+		ToolCall:  json.RawMessage(`{"toolCallId":"call_1","title":"buzz messages send","kind":"execute"}`),
+		Options:   opts,
+	}, &res)
+	raw, _ := json.Marshal(res)
+	a.recordAnswer("session/request_permission", raw, err)
+	if err != nil {
+		return "", err
+	}
+	if res.Outcome.Outcome != "selected" {
+		return "cancelled", nil
+	}
+	for _, o := range opts {
+		if o.OptionID == res.Outcome.OptionID {
+			return o.Kind, nil
+		}
+	}
+	return "", fmt.Errorf("unknown option %q", res.Outcome.OptionID)
+}
+
+func (a *agent) runCLI(info promptInfo, reply string) {
+	if info.ChannelID == "" {
+		fmt.Fprintln(os.Stderr, "testagent: no channel in prompt; not replying via CLI")
+		return
+	}
+	args := []string{"messages", "send", "--channel", info.ChannelID}
+	if to := info.replyTarget(); to != "" {
+		args = append(args, "--reply-to", to)
+	}
+	args = append(args, "--content", reply)
+	cmd := exec.Command(a.cfg.buzz, args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	fmt.Fprintf(os.Stderr, "testagent: %s %s -> err=%v out=%s\n", a.cfg.buzz, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+}
+
+// split cuts s into n roughly equal parts (at least one).
+func split(s string, n int) []string {
+	r := []rune(s)
+	if n <= 1 || len(r) < n {
+		return []string{s}
+	}
+	var parts []string
+	size := (len(r) + n - 1) / n
+	for len(r) > 0 {
+		k := min(size, len(r))
+		parts = append(parts, string(r[:k]))
+		r = r[k:]
+	}
+	return parts
+}
