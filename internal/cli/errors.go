@@ -59,17 +59,12 @@ func classify(err error) *Error {
 	return &Error{Category: "error", Message: err.Error(), Code: ExitOther}
 }
 
-// rejected maps a relay's accepted=false answer to an error: access refusals are auth errors
-// (as HTTP 401/403 would be), rate limits are retryable, the rest are relay errors.
+// rejected maps a relay's accepted=false answer to an error. Like an HTTP 400 refusal (which is
+// how the bridge usually reports a rejected event) it is a relay error, exit 2; only rate limits
+// are retryable.
 func rejected(msg string) *Error {
-	switch {
-	case strings.HasPrefix(msg, "auth-required:"), strings.HasPrefix(msg, "restricted:"), strings.HasPrefix(msg, "blocked:"):
-		return &Error{Category: "auth_error", Message: msg, Code: ExitAuth}
-	case strings.HasPrefix(msg, "rate-limited:"):
-		return &Error{Category: "relay_error", Message: msg, Retryable: true, Code: ExitNetwork}
-	}
 	if msg == "" {
 		msg = "relay did not accept the event"
 	}
-	return &Error{Category: "relay_error", Message: msg, Code: ExitNetwork}
+	return &Error{Category: "relay_error", Message: msg, Retryable: strings.HasPrefix(msg, "rate-limited:"), Code: ExitNetwork}
 }

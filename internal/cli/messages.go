@@ -32,10 +32,14 @@ type message struct {
 	Tags      nostr.Tags `json:"tags"`
 }
 
-func (a *app) normalize(evs []nostr.Event) any {
+// normalize sorts evs oldest first (ties: first, then by id) and shapes them for output.
+func (a *app) normalize(evs []nostr.Event, first string) any {
 	sort.SliceStable(evs, func(i, j int) bool {
 		if evs[i].CreatedAt != evs[j].CreatedAt {
 			return evs[i].CreatedAt < evs[j].CreatedAt
+		}
+		if (evs[i].ID == first) != (evs[j].ID == first) {
+			return evs[i].ID == first
 		}
 		return evs[i].ID < evs[j].ID
 	})
@@ -347,7 +351,7 @@ func (a *app) getCommand() *cobra.Command {
 		if err != nil {
 			return nil, err
 		}
-		return a.normalize(evs), nil
+		return a.normalize(evs, ""), nil
 	})
 	requiredString(cmd, &chFlag, "channel", "channel UUID")
 	cmd.Flags().IntVar(&limit, "limit", 50, "maximum messages (max 200)")
@@ -419,7 +423,7 @@ func (a *app) threadCommand() *cobra.Command {
 				uniq = append(uniq, ev)
 			}
 		}
-		return a.normalize(uniq), nil
+		return a.normalize(uniq, root), nil // root first even within its second
 	})
 	requiredString(cmd, &chFlag, "channel", "channel UUID")
 	requiredString(cmd, &evFlag, "event", "any event id in the thread")

@@ -216,6 +216,18 @@ func (s *stack) prompts() []string {
 	return out
 }
 
+// waitRecorded waits until the agent has received n messages of method.
+func (s *stack) waitRecorded(method string, n int) {
+	s.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for len(s.methods(method)) < n {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("agent never received %d × %s; buzz-acp output:\n%s", n, method, s.logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func (s *stack) methods(name string) []record {
 	var out []record
 	for _, r := range s.recorded() {

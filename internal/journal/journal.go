@@ -300,6 +300,7 @@ func (j *Journal) Append(e Entry) error {
 	if e.AcceptedAt.IsZero() {
 		e.AcceptedAt = time.Now()
 	}
+	e.Event = append(json.RawMessage(nil), e.Event...) // the caller may reuse its buffer
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.closed {
@@ -342,7 +343,8 @@ func (j *Journal) Done(eventIDs ...string) error {
 	return j.maybeCompactLocked()
 }
 
-// Pending returns accepted, not yet done entries in accept order.
+// Pending returns accepted, not yet done entries in accept order. Treat the Event bytes as
+// read-only; they are shared with the journal.
 func (j *Journal) Pending() []Entry {
 	j.mu.Lock()
 	defer j.mu.Unlock()

@@ -431,6 +431,35 @@ func TestOperationsAfterCloseFail(t *testing.T) {
 	}
 }
 
+func TestConcurrentAppendsAndDonesAllPersist(t *testing.T) {
+	dir := t.TempDir()
+	j, _ := openT(t, dir, func(j *Journal) { j.compactThreshold = 2 << 10 })
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				n := w*100 + i
+				if err := j.Append(entry(n)); err != nil {
+					t.Error(err)
+				}
+				if i%2 == 0 {
+					if err := j.Done(entry(n).EventID); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	_ = j.Close()
+	j2, logs := openT(t, dir, nil)
+	if j2.Len() != 40 || len(logs.warnings()) != 0 {
+		t.Fatalf("Len = %d (want 40), warnings %q", j2.Len(), logs.warnings())
+	}
+}
+
 func FuzzReplay(f *testing.F) {
 	var seed bytes.Buffer
 	for _, r := range []record{

@@ -19,16 +19,40 @@ var (
 	assignRe = regexp.MustCompile(`((?:API_KEY|API_TOKEN|AUTH_TOKEN|ACCESS_TOKEN|SECRET|PASSWORD|PRIVATE_KEY)[A-Z0-9_]*\\?"?\s*[=:]\s*\\?"?)([^\s"'\\,;&}\[\]]{4,})`)
 	// ACP/MCP env arrays: {"name":"ANTHROPIC_API_KEY","value":"sk-…"}.
 	envPairRe = regexp.MustCompile(`((?:API_KEY|API_TOKEN|AUTH_TOKEN|ACCESS_TOKEN|SECRET|PASSWORD|PRIVATE_KEY)[A-Z0-9_]*\\?"\s*,\s*\\?"value\\?"\s*:\s*\\?")([^"\\]+)`)
-	// Cheap pre-check so the common line (no secret-ish word at all) skips the regexps.
-	maybeSecretRe = regexp.MustCompile(`(?i)nsec1|key|secret|token|password`)
 )
+
+// maybeSecret is a cheap pre-check so the common line (no secret-ish word at all) skips the
+// regexps: a case-insensitive search for nsec1, key, secret, token or password.
+func maybeSecret(s string) bool {
+	for i := 0; i < len(s); i++ {
+		var word string
+		switch s[i] | 0x20 { // ASCII lower-casing; only letters map onto these
+		case 'n':
+			word = "nsec1"
+		case 'k':
+			word = "key"
+		case 's':
+			word = "secret"
+		case 't':
+			word = "token"
+		case 'p':
+			word = "password"
+		default:
+			continue
+		}
+		if len(s)-i >= len(word) && strings.EqualFold(s[i:i+len(word)], word) {
+			return true
+		}
+	}
+	return false
+}
 
 // Redact removes secrets from s so they never reach logs or the activity feed: nsec1… keys,
 // 64-hex values following a secret-key name such as BUZZ_PRIVATE_KEY=, and the values of
 // env-style credentials (…_API_KEY, …_TOKEN, …SECRET, …PASSWORD), including in JSON env arrays.
 // It errs towards over-redaction; names are kept so the reader knows what was there.
 func Redact(s string) string {
-	if !maybeSecretRe.MatchString(s) {
+	if !maybeSecret(s) {
 		return s
 	}
 	if strings.Contains(s, "nsec1") {

@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -283,7 +284,7 @@ func TestRelayCountsOverWebSocket(t *testing.T) {
 	alice := newUser()
 	ch := s.CreateChannel(t, alice.sk, "general", false)
 	for i := 0; i < 3; i++ {
-		s.Publish(t, alice.sk, msg(ch, "m"))
+		s.Publish(t, alice.sk, msg(ch, fmt.Sprint("m", i)))
 	}
 	c := dialRaw(t, s.URL)
 	c.mustAuth(alice.sk, s.URL)

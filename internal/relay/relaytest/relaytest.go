@@ -188,7 +188,7 @@ func (s *Server) Connect(t testing.TB, sk string) *nostr.Relay {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	r, err := nostr.RelayConnect(ctx, s.URL)
+	r, err := nostr.RelayConnect(ctx, s.URL, nostr.WithNoticeHandler(func(string) {}))
 	if err != nil {
 		t.Fatalf("relaytest: connect: %v", err)
 	}
@@ -199,25 +199,22 @@ func (s *Server) Connect(t testing.TB, sk string) *nostr.Relay {
 	return r
 }
 
-var errNoChallenge = errors.New("challenge not received yet")
-
-// Auth answers the relay's AUTH challenge, waiting (until ctx ends) for the challenge to arrive:
-// go-nostr reads it asynchronously after Connect returns.
+// Auth answers the relay's NIP-42 challenge as sk. go-nostr stores the challenge from its
+// reader goroutine without synchronisation, so Auth first provokes a CLOSED (a REQ before
+// auth): once that arrives, the earlier AUTH frame has been processed and the challenge is safe
+// to read.
 func Auth(ctx context.Context, r *nostr.Relay, sk string) error {
-	for {
-		err := r.Auth(ctx, func(ev *nostr.Event) error {
-			if ev.Tags.GetFirst([]string{"challenge", ""}).Value() == "" {
-				return errNoChallenge
-			}
-			return ev.Sign(sk)
-		})
-		if !errors.Is(err, errNoChallenge) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(5 * time.Millisecond):
-		}
+	sub, err := r.Subscribe(ctx, nostr.Filters{{Kinds: []int{0}, Limit: 1}})
+	if err != nil {
+		return err
 	}
+	select {
+	case <-sub.ClosedReason:
+	case <-sub.EndOfStoredEvents:
+		sub.Unsub()
+		return errors.New("relay answered a REQ before AUTH; is it a Buzz relay?")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return r.Auth(ctx, func(ev *nostr.Event) error { return ev.Sign(sk) })
 }
