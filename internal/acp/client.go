@@ -38,8 +38,8 @@ const (
 
 // ClientConfig configures a Client. The zero value is usable.
 type ClientConfig struct {
-	OnLine         func(Line)          // raw wire tap, called before a received line is parsed
-	OnUpdate       func(SessionUpdate) // session/update notifications, in order, one goroutine
+	OnLine         func(Line)          // raw wire tap (both directions, may be called concurrently); received lines before parsing
+	OnUpdate       func(SessionUpdate) // session/update notifications, in order, one goroutine; must not call back into the Client
 	Permissions    PermissionPolicy    // "" = PermissionAllow
 	RequestTimeout time.Duration       // non-prompt requests; 0 = DefaultRequestTimeout
 	ClientVersion  string              // clientInfo.version

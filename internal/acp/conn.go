@@ -247,14 +247,11 @@ func (c *Conn) readLoop() {
 		}
 	}
 	c.mu.Lock()
-	c.closed = true
-	pend := c.pending
-	c.pending = map[int64]chan response{}
+	c.closed = true // no new calls; callers already waiting watch c.done
 	c.mu.Unlock()
 	c.err = err
 	c.cancel()
 	close(c.done)
-	_ = pend // waiting callers watch c.done
 	c.qmu.Lock()
 	c.qreadDone = true
 	c.qmu.Unlock()

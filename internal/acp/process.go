@@ -31,8 +31,8 @@ type Process struct {
 	waitErr error
 }
 
-// Timings of the shutdown ladder.
-const (
+// Timings of the shutdown ladder (variables so tests can shorten them).
+var (
 	closeEOFWait   = 2 * time.Second
 	closeTermWait  = 2 * time.Second
 	reapWait       = 5 * time.Second

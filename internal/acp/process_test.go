@@ -539,3 +539,27 @@ func TestSpawnReportsMissingCommand(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+func TestCloseEscalatesToTermThenKillForAgentsIgnoringEOF(t *testing.T) {
+	defer func(e, w time.Duration) { closeEOFWait, closeTermWait = e, w }(closeEOFWait, closeTermWait)
+	closeEOFWait, closeTermWait = 50*time.Millisecond, 50*time.Millisecond
+	for _, tc := range []struct {
+		script string
+		signal string
+	}{
+		{"exec sleep 30", "terminated"},                   // ignores EOF, dies on SIGTERM
+		{"trap '' TERM; sleep 30 & wait; wait", "killed"}, // ignores both
+	} {
+		p, err := Spawn(context.Background(), SpawnConfig{Command: "sh", Args: []string{"-c", tc.script}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
+		var ee *exec.ExitError
+		if !errors.As(p.ExitErr(), &ee) || !strings.Contains(ee.Error(), tc.signal) {
+			t.Fatalf("%s: exit %v, want signal %s", tc.script, p.ExitErr(), tc.signal)
+		}
+	}
+}

@@ -125,6 +125,27 @@ type SessionUpdate struct {
 // ParseSessionUpdate decodes what it can of session/update params and never fails: fields of
 // unexpected type are left empty, unknown kinds keep their name.
 func ParseSessionUpdate(params json.RawMessage) SessionUpdate {
+	// Fast path: one decode pass (updates can be many MiB); the lenient path handles odd types.
+	var fast struct {
+		SessionID string `json:"sessionId"`
+		Update    struct {
+			SessionUpdate string `json:"sessionUpdate"`
+			Content       *struct {
+				Text string `json:"text"`
+			} `json:"content"`
+			ToolCallID string `json:"toolCallId"`
+			Title      string `json:"title"`
+			Status     string `json:"status"`
+		} `json:"update"`
+	}
+	if json.Unmarshal(params, &fast) == nil {
+		u := SessionUpdate{Raw: params, SessionID: fast.SessionID, Kind: fast.Update.SessionUpdate,
+			ToolCallID: fast.Update.ToolCallID, Title: fast.Update.Title, Status: fast.Update.Status}
+		if strings.HasSuffix(u.Kind, "_chunk") && fast.Update.Content != nil {
+			u.Text = fast.Update.Content.Text
+		}
+		return u
+	}
 	u := SessionUpdate{Raw: params}
 	top := object(params)
 	u.SessionID = str(top["sessionId"])

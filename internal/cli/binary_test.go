@@ -143,11 +143,12 @@ type sent struct {
 }
 
 type msg struct {
-	ID      string     `json:"id"`
-	Pubkey  string     `json:"pubkey"`
-	Kind    int        `json:"kind"`
-	Content string     `json:"content"`
-	Tags    nostr.Tags `json:"tags"`
+	ID        string     `json:"id"`
+	Pubkey    string     `json:"pubkey"`
+	Kind      int        `json:"kind"`
+	Content   string     `json:"content"`
+	CreatedAt int64      `json:"created_at"`
+	Tags      nostr.Tags `json:"tags"`
 }
 
 func TestBinarySendsAndReadsBackMessagesOldestFirst(t *testing.T) {
@@ -162,7 +163,11 @@ func TestBinarySendsAndReadsBackMessagesOldestFirst(t *testing.T) {
 	}
 	var got []msg
 	alice.ok(&got, "", "messages", "get", "--channel", ch)
-	if len(got) != 2 || got[0].ID != first.EventID || got[1].Content != "line one\nline two\n" || got[1].Pubkey != alice.pk {
+	if len(got) != 2 || got[0].CreatedAt > got[1].CreatedAt {
+		t.Fatalf("messages get = %+v, want 2 oldest first", got)
+	}
+	byID := map[string]msg{got[0].ID: got[0], got[1].ID: got[1]}
+	if byID[first.EventID].Content != "first" || byID[second.EventID].Content != "line one\nline two\n" || byID[second.EventID].Pubkey != alice.pk {
 		t.Fatalf("messages get = %+v", got)
 	}
 }

@@ -68,14 +68,17 @@ type app struct {
 	authTagFlag, format string
 }
 
-type ctxKey struct{}
+// apps maps each root command to its state, so Options works from any subcommand (including
+// registered ones with their own PersistentPreRun hooks).
+var apps sync.Map // *cobra.Command → *app
 
-// Options returns the global settings for a command run under a root from NewRootCommand.
+// Options returns the global settings (flags, env, defaults) for a command run under a root
+// from NewRootCommand.
 func Options(cmd *cobra.Command) GlobalOptions {
-	if a, ok := cmd.Context().Value(ctxKey{}).(*app); ok {
-		return a.options()
+	if a, ok := apps.Load(cmd.Root()); ok {
+		return a.(*app).options()
 	}
-	return GlobalOptions{RelayURL: DefaultRelayURL, Timeout: defaultTimeoutSecs * time.Second}
+	return GlobalOptions{RelayURL: DefaultRelayURL, Timeout: defaultTimeoutSecs * time.Second, Connect: defaultConnectTimeout * time.Second}
 }
 
 // NewRootCommand builds the `buzz` command tree. Commands print their own JSON; errors are
@@ -90,10 +93,8 @@ func NewRootCommand(stdio IO) *cobra.Command {
 		Short:         "Buzz command line: channels, messages, users over a Buzz relay",
 		SilenceErrors: true,
 		SilenceUsage:  true,
-		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
-			cmd.SetContext(context.WithValue(cmd.Context(), ctxKey{}, a))
-		},
 	}
+	apps.Store(root, a)
 	root.SetIn(stdio.Stdin)
 	root.SetOut(stdio.Stdout)
 	root.SetErr(stdio.Stderr)

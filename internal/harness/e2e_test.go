@@ -273,3 +273,18 @@ func TestMentionGetsThreadedReply(t *testing.T) {
 		t.Fatalf("reply in channel %q, want %q", ch, s.channel)
 	}
 }
+
+// runBuzzACP runs a second buzz-acp with the stack's key and state dir and returns its output
+// once it exits (it is expected to refuse to start).
+func runBuzzACP(t *testing.T, s *stack) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(s.bin, "buzz-acp"),
+		"--agent-command", filepath.Join(s.bin, "testagent"),
+		"--relay-url", s.relay.URL, "--state-dir", s.stateDir)
+	cmd.Env = append(os.Environ(), "BUZZ_PRIVATE_KEY="+s.agentSK)
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("second buzz-acp exited 0; output:\n%s", out)
+	}
+	return string(out)
+}

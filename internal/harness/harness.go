@@ -16,6 +16,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/buzz-harness/buzz/internal/client"
+	"github.com/buzz-harness/buzz/internal/journal"
 	"github.com/buzz-harness/buzz/internal/observer"
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/sessionstore"
@@ -30,6 +31,7 @@ type Harness struct {
 	bridge *client.Bridge
 	live   *client.Live
 	store  *sessionstore.Store
+	jrnl   *journal.Journal
 	queue  *Queue
 	gate   Gate
 
@@ -88,11 +90,12 @@ func New(cfg Config) (*Harness, error) {
 	}
 	if cfg.NoResumeSessions {
 		h.store = sessionstore.Disabled()
-	} else {
-		h.store, err = sessionstore.Open(cfg.StateDir, pk, cfg.Logger)
-		if err != nil {
-			return nil, err
-		}
+	} else if h.store, err = sessionstore.Open(cfg.StateDir, pk, cfg.Logger); err != nil {
+		return nil, err
+	}
+	if h.jrnl, err = journal.Open(cfg.StateDir, pk, cfg.Logger); err != nil {
+		h.store.Close()
+		return nil, err
 	}
 	return h, nil
 }
@@ -108,8 +111,18 @@ func (h *Harness) Run(ctx context.Context) error {
 	defer cancel()
 	h.shutdown = cancel
 	defer h.store.Close()
+	defer h.jrnl.Close()
 
+	// Ask the relay for everything since the last event the journal saw (a little before it, as
+	// created_at has one-second resolution), so mentions sent while we were down are answered.
 	h.watermark = h.now()
+	if w := h.jrnl.Watermark(); w > 0 {
+		since := time.Unix(w-5, 0)
+		if oldest := h.watermark.Add(-maxCatchUp); since.Before(oldest) {
+			since = oldest
+		}
+		h.watermark = since
+	}
 	h.live = client.NewLive(client.LiveConfig{RelayURL: h.cfg.RelayURL, SecretKey: h.cfg.SecretKey, Logger: h.log})
 	liveErr := make(chan error, 1)
 	go func() { liveErr <- h.live.Run(ctx) }()
@@ -122,6 +135,7 @@ func (h *Harness) Run(ctx context.Context) error {
 		Tags:  nostr.TagMap{"p": {h.agent}},
 		Since: ptrTS(h.watermark),
 	})
+	h.replayJournal()
 	h.log.Info("buzz-acp ready", "agent", h.agent, "channels", len(h.channels), "relay", h.cfg.RelayURL)
 
 	h.slots = make([]*slot, h.cfg.Agents)
@@ -177,6 +191,9 @@ func (h *Harness) stopAll() {
 
 var errShutdown = errors.New("harness shutting down")
 
+// maxCatchUp bounds how far back a restarted harness asks the relay for missed events.
+const maxCatchUp = 7 * 24 * time.Hour
+
 func ptrTS(t time.Time) *nostr.Timestamp {
 	ts := nostr.Timestamp(t.Unix())
 	return &ts
@@ -205,4 +222,10 @@ func (s *idSet) Add(id string) bool {
 	}
 	s.cur[id] = struct{}{}
 	return true
+}
+
+// Forget removes id, so the event can be handled when it is offered again.
+func (s *idSet) Forget(id string) {
+	delete(s.cur, id)
+	delete(s.prev, id)
 }

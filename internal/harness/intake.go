@@ -8,6 +8,7 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/buzz-harness/buzz/internal/journal"
 	"github.com/buzz-harness/buzz/internal/protocol"
 )
 
@@ -28,25 +29,78 @@ func (h *Harness) handleEvent(ctx context.Context, ev *nostr.Event) {
 	if c == nil {
 		return // not (or no longer) a member
 	}
-	if !h.seen.Add(ev.ID) {
-		return
+	if !h.seen.Add(ev.ID) || h.jrnl.Handled(ev.ID) {
+		return // a replay: never handled twice
 	}
 	if ev.PubKey == h.agent {
 		return
 	}
 	if cmd := ParseOwnerCommand(ev, h.cfg.Owner, h.agent); cmd != CmdNone {
+		h.skip(ev)
 		h.ownerCommand(ctx, cmd, c, ev)
 		return
 	}
 	if !h.gate.Allows(ev.PubKey, c.Type) {
+		h.skip(ev)
 		h.log.Debug("author gate dropped event", "event", ev.ID, "author", ev.PubKey, "channel", chID)
 		return
 	}
+	// Journal before acknowledging: an event we cannot make durable is not accepted (the relay
+	// will offer it again after a reconnect).
+	raw, _ := json.Marshal(ev)
+	if err := h.jrnl.Append(journal.Entry{ChannelID: chID, Event: raw, EventID: ev.ID, CreatedAt: int64(ev.CreatedAt), AcceptedAt: h.now()}); err != nil {
+		h.seen.Forget(ev.ID)
+		h.log.Error("cannot journal event; not accepting it", "event", ev.ID, "channel", chID, "err", err)
+		return
+	}
+	h.enqueue(chID, ev)
+}
+
+func (h *Harness) enqueue(chID string, ev *nostr.Event) {
 	if dropped := h.queue.Push(chID, ev, h.now()); dropped != nil {
 		h.log.Warn("queue full; dropped oldest event", "channel", chID, "event", dropped.ID)
+		h.done(dropped.ID)
 	}
 	h.log.Info("queued", "channel", chID, "event", ev.ID, "author", ev.PubKey)
 	h.poke()
+}
+
+// skip records an event handled without a turn, so a replay after restart ignores it.
+func (h *Harness) skip(ev *nostr.Event) {
+	if err := h.jrnl.Skip(ev.ID, int64(ev.CreatedAt)); err != nil {
+		h.log.Warn("journal", "err", err)
+	}
+}
+
+// done records terminal outcomes (answered, dead-lettered, dropped) in the journal.
+func (h *Harness) done(ids ...string) {
+	if err := h.jrnl.Done(ids...); err != nil {
+		h.log.Warn("journal", "err", err)
+	}
+}
+
+// replayJournal queues accepted events that never reached a terminal outcome, in order, before
+// any new event. Events of channels we are no longer in are finished.
+func (h *Harness) replayJournal() {
+	n := 0
+	for _, e := range h.jrnl.Pending() {
+		var ev nostr.Event
+		if err := json.Unmarshal(e.Event, &ev); err != nil || ev.ID != e.EventID {
+			h.log.Warn("journal: skipping unreadable entry", "event", e.EventID)
+			h.done(e.EventID)
+			continue
+		}
+		if h.channels[e.ChannelID] == nil {
+			h.done(e.EventID)
+			continue
+		}
+		h.seen.Add(ev.ID)
+		h.enqueue(e.ChannelID, &ev)
+		n++
+	}
+	if n > 0 {
+		h.log.Info("replayed journal", "events", n)
+	}
 }
 
 // ownerCommand carries out !cancel, !rotate, !shutdown and !status and answers each — no-ops

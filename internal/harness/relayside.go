@@ -126,6 +126,9 @@ func (h *Harness) leave(id, why string) {
 	delete(h.channels, id)
 	h.removed[id] = true
 	dropped := h.queue.Drain(id)
+	for _, ev := range dropped {
+		h.done(ev.ID)
+	}
 	if err := h.store.Remove(id); err != nil {
 		h.log.Warn("session store", "err", err)
 	}

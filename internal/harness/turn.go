@@ -155,6 +155,7 @@ func (h *Harness) finishTurn(ctx context.Context, r turnResult) {
 	case r.cause != nil && r.cause != errShutdown && (r.err == nil || errors.Is(r.err, context.Canceled) || errors.Is(r.err, acp.ErrCancelTimeout) || r.stop == "cancelled"):
 		// Owner cancel, rotate or leave: the batch is dropped; the session is not reused.
 		h.queue.Drop(ch)
+		h.done(in.batch.IDs()...)
 		s.invalidateChannel(ch, false)
 		if errors.Is(r.err, acp.ErrCancelTimeout) {
 			h.crashed(s)
@@ -162,6 +163,7 @@ func (h *Harness) finishTurn(ctx context.Context, r turnResult) {
 		h.log.Info("turn stopped", "channel", ch, "why", r.cause)
 	case r.err == nil:
 		h.queue.Complete(ch)
+		h.done(in.batch.IDs()...)
 		sess := r.session
 		sess.Turns++
 		if r.standing {
@@ -193,6 +195,7 @@ func (h *Harness) finishTurn(ctx context.Context, r turnResult) {
 		}
 		if h.queue.Requeue(in.batch, h.now()) {
 			h.deadLetter(ctx, in, r.err)
+			h.done(in.batch.IDs()...)
 		}
 	}
 	if s.pending != nil && s.sessions != nil {

@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -93,9 +94,16 @@ type state struct {
 	order     []string // event ids in accept order; may hold ids no longer pending
 	pending   map[string]Entry
 	watermark int64
+	// done remembers finished events (id → created_at) near the watermark, so the relay's
+	// replay after a restart (which starts a little before the watermark) is recognised.
+	done map[string]int64
 }
 
-func newState() state { return state{pending: map[string]Entry{}} }
+// RecentWindow is how far behind the watermark finished events are remembered; a restarted
+// harness must not ask the relay for anything older than Watermark() - RecentWindow.
+const RecentWindow = 120
+
+func newState() state { return state{pending: map[string]Entry{}, done: map[string]int64{}} }
 
 func (s *state) apply(r record) bool {
 	switch r.Op {
@@ -107,10 +115,17 @@ func (s *state) apply(r record) bool {
 			s.order = append(s.order, r.Entry.EventID)
 		}
 		s.pending[r.Entry.EventID] = *r.Entry
+		s.watermark = max(s.watermark, r.Entry.CreatedAt)
 	case opDone:
 		for _, id := range r.IDs {
+			ts := r.TS
+			if e, ok := s.pending[id]; ok {
+				ts = e.CreatedAt
+			}
+			s.done[id] = ts
 			delete(s.pending, id)
 		}
+		s.watermark = max(s.watermark, r.TS)
 		s.prune()
 	case opWatermark:
 		s.watermark = max(s.watermark, r.TS)
@@ -120,8 +135,16 @@ func (s *state) apply(r record) bool {
 	return true
 }
 
-// prune drops done ids from order once they dominate it, keeping Pending O(live).
+// prune drops done ids from order once they dominate it, keeping Pending O(live), and forgets
+// finished ids that fell out of the recent window.
 func (s *state) prune() {
+	if len(s.done) > 1024 {
+		for id, ts := range s.done {
+			if ts < s.watermark-RecentWindow {
+				delete(s.done, id)
+			}
+		}
+	}
 	if len(s.order) < 2*len(s.pending)+32 {
 		return
 	}
@@ -343,6 +366,37 @@ func (j *Journal) Done(eventIDs ...string) error {
 	return j.maybeCompactLocked()
 }
 
+// Skip records an event that was handled without a turn (an owner command, an event the author
+// gate dropped), so a replay after a restart does not handle it again.
+func (j *Journal) Skip(eventID string, createdAt int64) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return errors.New("journal skip: journal is closed")
+	}
+	if _, ok := j.state.done[eventID]; ok {
+		return nil
+	}
+	r := record{Op: opDone, IDs: []string{eventID}, TS: createdAt}
+	j.state.apply(r)
+	if err := j.writeLocked(r); err != nil {
+		j.needsSync = true
+		return fmt.Errorf("journal skip: %w", err)
+	}
+	return j.maybeCompactLocked()
+}
+
+// Handled reports whether an event is pending or recently finished.
+func (j *Journal) Handled(eventID string) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if _, ok := j.state.pending[eventID]; ok {
+		return true
+	}
+	_, ok := j.state.done[eventID]
+	return ok
+}
+
 // Pending returns accepted, not yet done entries in accept order. Treat the Event bytes as
 // read-only; they are shared with the journal.
 func (j *Journal) Pending() []Entry {
@@ -406,6 +460,22 @@ func (j *Journal) compactLocked() error {
 	var buf bytes.Buffer
 	if j.state.watermark > 0 {
 		line, err := encodeLine(record{Op: opWatermark, TS: j.state.watermark})
+		if err != nil {
+			return fmt.Errorf("journal compact: %w", err)
+		}
+		buf.Write(line)
+	}
+	var recent []string
+	for id, ts := range j.state.done {
+		if ts >= j.state.watermark-RecentWindow {
+			recent = append(recent, id)
+		} else {
+			delete(j.state.done, id)
+		}
+	}
+	sort.Strings(recent)
+	for _, id := range recent {
+		line, err := encodeLine(record{Op: opDone, IDs: []string{id}, TS: j.state.done[id]})
 		if err != nil {
 			return fmt.Errorf("journal compact: %w", err)
 		}

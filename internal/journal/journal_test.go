@@ -220,7 +220,8 @@ func TestOpenCompactsAwayDoneEntries(t *testing.T) {
 
 	j2, _ := openT(t, dir, nil)
 	after, _ := os.ReadFile(j2.Path())
-	if n := bytes.Count(after, []byte("\n")); n != 2 || len(after) >= len(before) {
+	// The watermark, two recent tombstones (kept so a replay is recognised) and one pending entry.
+	if n := bytes.Count(after, []byte("\n")); n != 4 || len(after) >= len(before) {
 		t.Fatalf("compacted file has %d records (%d→%d bytes):\n%s", n, len(before), len(after), after)
 	}
 	if j2.Watermark() != 1700000003 || fmt.Sprint(ids(j2.Pending())) != "[0003]" {
@@ -517,5 +518,43 @@ func BenchmarkAppendDone(b *testing.B) {
 		if err := j.Done(e.EventID); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestHandledRemembersRecentlyFinishedEventsAcrossReopen(t *testing.T) {
+	dir := t.TempDir()
+	j, _ := openT(t, dir, nil)
+	mustAppend(t, j, 1, 2)
+	_ = j.Done(entry(1).EventID)
+	skipped := "00000000000000000000000000000000000000000000000000000000000000ff"
+	if err := j.Skip(skipped, 1700000002); err != nil {
+		t.Fatal(err)
+	}
+	_ = j.Close()
+	j2, _ := openT(t, dir, nil)
+	for _, id := range []string{entry(1).EventID, entry(2).EventID, skipped} {
+		if !j2.Handled(id) {
+			t.Errorf("%s… not handled after reopen", id[:8])
+		}
+	}
+	if j2.Handled(entry(9).EventID) {
+		t.Error("an unseen event counts as handled")
+	}
+	if j2.Watermark() < 1700000002 {
+		t.Errorf("watermark %d not raised by accepted and skipped events", j2.Watermark())
+	}
+}
+
+func TestFinishedEventsOutsideRecentWindowAreForgotten(t *testing.T) {
+	dir := t.TempDir()
+	j, _ := openT(t, dir, nil)
+	old := "00000000000000000000000000000000000000000000000000000000000000aa"
+	_ = j.Skip(old, 1700000000)
+	_ = j.SetWatermark(1700000000 + RecentWindow + 10)
+	_ = j.Compact()
+	_ = j.Close()
+	j2, _ := openT(t, dir, nil)
+	if j2.Handled(old) {
+		t.Fatal("a finished event far behind the watermark was kept")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -179,4 +180,23 @@ func decodeJSON(t testing.TB, resp *http.Response, v any) {
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
 		t.Fatalf("decode %s: %v", resp.Request.URL.Path, err)
 	}
+}
+
+// sharedRelay serves the tests that use go-nostr's client: it lives until the process exits
+// (see relaytest.Server.Connect for why those connections are never closed). Tests on it stay
+// independent by using fresh keys and channels.
+var sharedRelay *relaytest.Server
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "relay-shared-")
+	if err != nil {
+		panic(err)
+	}
+	sharedRelay, err = relaytest.Launch(dir)
+	if err != nil {
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }

@@ -91,7 +91,7 @@ func TestRelayRefusesSecondAuth(t *testing.T) {
 }
 
 func TestRelayDeliversLiveChannelMessageToSubscriber(t *testing.T) {
-	s := relaytest.Start(t)
+	s := sharedRelay
 	alice, bob := newUser(), newUser()
 	ch := s.CreateChannel(t, alice.sk, "general", false)
 	rb := s.Connect(t, bob.sk)
@@ -111,7 +111,7 @@ func TestRelayDeliversLiveChannelMessageToSubscriber(t *testing.T) {
 }
 
 func TestRelayReturnsStoredEventsBeforeEOSE(t *testing.T) {
-	s := relaytest.Start(t)
+	s := sharedRelay
 	alice := newUser()
 	ch := s.CreateChannel(t, alice.sk, "general", false)
 	s.Publish(t, alice.sk, msg(ch, "one"))
@@ -249,7 +249,7 @@ func TestRelayNoticesOversizedFrameAndKeepsServingOthers(t *testing.T) {
 }
 
 func TestRelayFansOutEphemeralEventsWithoutStoring(t *testing.T) {
-	s := relaytest.Start(t)
+	s := sharedRelay
 	alice, bob := newUser(), newUser()
 	ch := s.CreateChannel(t, alice.sk, "general", false)
 	rb := s.Connect(t, bob.sk)
@@ -319,17 +319,18 @@ func TestRelayServesNIP11AtRootAndInfo(t *testing.T) {
 }
 
 func TestRelaySearchFindsMessagesByWord(t *testing.T) {
-	s := relaytest.Start(t)
+	s := sharedRelay
 	alice := newUser()
 	ch := s.CreateChannel(t, alice.sk, "general", false)
-	s.Publish(t, alice.sk, msg(ch, "the deploy pipeline is green"))
-	s.Publish(t, alice.sk, msg(ch, "lunch at noon"))
-	got := s.Query(t, alice.sk, nostr.Filter{Kinds: []int{9}, Search: "pipeline"})
-	if len(got) != 1 || !strings.Contains(got[0].Content, "pipeline") {
+	word := "pipeline" + alice.pk[:8] // unique on the shared relay
+	s.Publish(t, alice.sk, msg(ch, "the deploy "+word+" is green"))
+	s.Publish(t, alice.sk, msg(ch, "lunch at noon"+alice.pk[:8]))
+	got := s.Query(t, alice.sk, nostr.Filter{Kinds: []int{9}, Search: word})
+	if len(got) != 1 || !strings.Contains(got[0].Content, word) {
 		t.Fatalf("search returned %v", got)
 	}
 	r := s.Connect(t, alice.sk)
-	evs, err := r.QuerySync(context.Background(), nostr.Filter{Kinds: []int{9}, Search: `lunch "noon`})
+	evs, err := r.QuerySync(context.Background(), nostr.Filter{Kinds: []int{9}, Search: `lunch "noon` + alice.pk[:8]})
 	if err != nil || len(evs) != 1 {
 		t.Fatalf("WS search: %v, %d results", err, len(evs))
 	}

@@ -312,7 +312,12 @@ func decodeAnthropic(r *http.Request) (Request, error) {
 	if err := json.Unmarshal(raw, &body); err != nil {
 		return Request{}, fmt.Errorf("fake anthropic: bad body: %v", err)
 	}
-	req := Request{Key: r.Header.Get("X-Api-Key"), Model: body.Model, System: contentText(body.System)}
+	// The v2 SDK sends the key as a bearer token; older clients use x-api-key.
+	key := r.Header.Get("X-Api-Key")
+	if key == "" {
+		key = strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	}
+	req := Request{Key: key, Model: body.Model, System: contentText(body.System)}
 	for _, m := range body.Messages {
 		var s string
 		if json.Unmarshal(m.Content, &s) == nil {

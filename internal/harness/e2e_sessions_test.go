@@ -1,0 +1,132 @@
+package harness_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+type sessionParams struct {
+	SessionID    string `json:"sessionId"`
+	Cwd          string `json:"cwd"`
+	McpServers   []any  `json:"mcpServers"`
+	SystemPrompt *struct {
+		Mode    string `json:"mode"`
+		Content []struct {
+			Type, Text string
+		} `json:"content"`
+	} `json:"systemPrompt"`
+	Meta map[string]any `json:"_meta"`
+}
+
+func decodeSession(t *testing.T, r record) sessionParams {
+	t.Helper()
+	var p sessionParams
+	if err := json.Unmarshal(r.Params, &p); err != nil {
+		t.Fatalf("%s params: %v", r.Method, err)
+	}
+	return p
+}
+
+func TestSessionSurvivesHarnessSIGKILLViaSessionLoad(t *testing.T) {
+	s := newStack(t)
+	s.start(nil) // the test agent advertises loadSession and persists its sessions
+	first := s.mention(s.ownerSK, "codeword=PAPAYA")
+	s.waitReply(first.ID)
+	s.kill()
+
+	s.start(nil, "TESTAGENT_REPLY=answer {codeword}")
+	second := s.mention(s.ownerSK, "codeword?")
+	reply := s.waitReply(second.ID)
+	if !strings.Contains(reply.Content, "PAPAYA") {
+		t.Fatalf("reply %q does not remember the codeword: the session was not resumed", reply.Content)
+	}
+	news, loads := s.methods("session/new"), s.methods("session/load")
+	if len(news) != 1 || len(loads) != 1 {
+		t.Fatalf("session/new ×%d, session/load ×%d; want 1 and 1", len(news), len(loads))
+	}
+	if id := decodeSession(t, loads[0]).SessionID; id == "" || !strings.Contains(s.logs.String(), id) {
+		t.Fatalf("session/load id %q", id)
+	}
+	if n := len(s.methods("session/prompt")); n != 2 {
+		t.Fatalf("%d prompts, want 2 (one turn per mention)", n)
+	}
+}
+
+func TestSessionResumePreferredWhenAdvertised(t *testing.T) {
+	s := newStack(t)
+	s.start(nil, "TESTAGENT_CAPS=resume")
+	first := s.mention(s.ownerSK, "codeword=KIWI")
+	s.waitReply(first.ID)
+	s.kill()
+	s.start(nil, "TESTAGENT_CAPS=resume", "TESTAGENT_REPLY=answer {codeword}")
+	second := s.mention(s.ownerSK, "codeword?")
+	if reply := s.waitReply(second.ID); !strings.Contains(reply.Content, "KIWI") {
+		t.Fatalf("reply %q", reply.Content)
+	}
+	if len(s.methods("session/resume")) != 1 || len(s.methods("session/load")) != 0 {
+		t.Fatalf("resume ×%d load ×%d; want resume only", len(s.methods("session/resume")), len(s.methods("session/load")))
+	}
+}
+
+func TestRefusedResumeForgetsRecordAndFallsBackInSameTurn(t *testing.T) {
+	s := newStack(t)
+	s.start(nil)
+	first := s.mention(s.ownerSK, "hello")
+	s.waitReply(first.ID)
+	s.kill()
+	// A fresh agent state dir: the agent no longer knows the session and answers -32002.
+	s.agentDir = t.TempDir()
+	s.start(nil)
+	second := s.mention(s.ownerSK, "again")
+	s.waitReply(second.ID)
+	if len(s.methods("session/load")) != 1 || len(s.methods("session/new")) != 2 {
+		t.Fatalf("load ×%d new ×%d; want 1 and 2", len(s.methods("session/load")), len(s.methods("session/new")))
+	}
+	if !strings.Contains(s.logs.String(), "resume refused") {
+		t.Fatal("no log of the refused resume")
+	}
+}
+
+func TestNoResumeSessionsOptsOut(t *testing.T) {
+	s := newStack(t)
+	s.start([]string{"--no-resume-sessions"})
+	first := s.mention(s.ownerSK, "hello")
+	s.waitReply(first.ID)
+	s.kill()
+	s.start([]string{"--no-resume-sessions"})
+	second := s.mention(s.ownerSK, "again")
+	s.waitReply(second.ID)
+	if len(s.methods("session/load")) != 0 || len(s.methods("session/new")) != 2 {
+		t.Fatalf("load ×%d new ×%d", len(s.methods("session/load")), len(s.methods("session/new")))
+	}
+}
+
+func TestSecondHarnessOnSameKeyAndStateDirExitsNamingHolderPID(t *testing.T) {
+	s := newStack(t)
+	s.start(nil)
+	first := s.harness
+	s.harness = nil // keep the first running; start a second with the same key and state dir
+	defer func() { s.harness = first }()
+	cmdOut := runBuzzACP(t, s)
+	if !strings.Contains(cmdOut, "locked by pid") {
+		t.Fatalf("second harness output %q does not name the lock holder", cmdOut)
+	}
+}
+
+func TestSessionNewCarriesChannelIdentityAndTitleInOneMeta(t *testing.T) {
+	s := newStack(t)
+	s.start([]string{"--session-title", "Helper"})
+	m := s.mention(s.ownerSK, "hi")
+	s.waitReply(m.ID)
+	p := decodeSession(t, s.methods("session/new")[0])
+	if p.Meta["channelId"] != s.channel || p.Meta["channelType"] != "stream" || p.Meta["sessionTitle"] != "Helper · #general" {
+		t.Fatalf("_meta = %v", p.Meta)
+	}
+	if p.McpServers == nil {
+		t.Fatal("mcpServers is null; it must be an array")
+	}
+	if !strings.HasPrefix(p.Cwd, "/") {
+		t.Fatalf("cwd %q is not absolute", p.Cwd)
+	}
+}

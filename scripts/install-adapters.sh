@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs the pinned npm ACP adapters the interop suite (internal/interop) runs, each into its own
+# directory under a cache root, so CI can keep the cache between runs. Idempotent: an adapter
+# already installed at its pinned version is skipped.
+#
+#   BUZZ_ADAPTER_CACHE  cache root (default $HOME/.cache/buzz-adapters)
+#
+# Layout: $BUZZ_ADAPTER_CACHE/<dir>/node_modules/<package>/package.json, where <dir> is
+#   claude-acp-0.101.0, zed-claude-acp-0.23.1, zed-codex-acp-0.16.0
+# (internal/interop finds the adapters by the same names).
+set -euo pipefail
+
+root="${BUZZ_ADAPTER_CACHE:-$HOME/.cache/buzz-adapters}"
+mkdir -p "$root"
+
+# dir|package|version — keep in step with internal/interop/adapters_test.go.
+adapters=(
+  "claude-acp-0.101.0|@agentclientprotocol/claude-agent-acp|0.101.0"
+  "zed-claude-acp-0.23.1|@zed-industries/claude-agent-acp|0.23.1"
+  "zed-codex-acp-0.16.0|@zed-industries/codex-acp|0.16.0"
+)
+
+installed_version() { # prints the installed version of package $2 in dir $1, or nothing
+  local pj="$1/node_modules/$2/package.json"
+  [[ -f "$pj" ]] || return 0
+  node -e 'process.stdout.write(require(process.argv[1]).version || "")' "$pj"
+}
+
+for entry in "${adapters[@]}"; do
+  IFS='|' read -r dir pkg ver <<<"$entry"
+  dest="$root/$dir"
+  if [[ "$(installed_version "$dest" "$pkg")" == "$ver" && -f "$dest/.installed" ]]; then
+    echo "install-adapters: $pkg@$ver already in $dest"
+    continue
+  fi
+  echo "install-adapters: installing $pkg@$ver into $dest"
+  # Install into a scratch dir and rename, so an interrupted install never looks complete.
+  tmp="$(mktemp -d "$root/.tmp-$dir.XXXXXX")"
+  (
+    cd "$tmp"
+    printf '{"name":"buzz-adapter-%s","private":true}\n' "$dir" >package.json
+    npm install --no-audit --no-fund --loglevel=error "$pkg@$ver"
+  )
+  [[ "$(installed_version "$tmp" "$pkg")" == "$ver" ]] || { echo "install-adapters: $pkg@$ver missing after npm install" >&2; exit 1; }
+  touch "$tmp/.installed"
+  rm -rf "$dest"
+  mv "$tmp" "$dest"
+done
