@@ -1,0 +1,141 @@
+package harness_test
+
+import (
+	"strings"
+	"testing"
+)
+
+// standingIn reports whether a prompt text carries the standing [Base] section.
+func standingIn(prompt string) bool { return strings.HasPrefix(prompt, "[Base]\n") }
+
+func TestUserMessageRouteBriefsOncePerSession(t *testing.T) {
+	s := newStack(t)
+	s.start([]string{"--system-prompt", "You are Helper."})
+	for _, text := range []string{"one", "two", "three"} {
+		m := s.mention(s.ownerSK, text)
+		s.waitReply(m.ID)
+	}
+	ps := s.prompts()
+	if len(ps) != 3 {
+		t.Fatalf("%d prompts, want 3", len(ps))
+	}
+	if !standingIn(ps[0]) || !strings.Contains(ps[0], "[System]\nYou are Helper.") {
+		t.Fatalf("first prompt of the session is not briefed:\n%.300s", ps[0])
+	}
+	for i, p := range ps[1:] {
+		if strings.Contains(p, "[Base]") || strings.Contains(p, "[System]") {
+			t.Fatalf("prompt %d re-sent standing context", i+2)
+		}
+	}
+	if p := decodeSession(t, s.methods("session/new")[0]); p.SystemPrompt != nil || p.Meta["systemPrompt"] != nil {
+		t.Fatal("a user-message agent got a system prompt on session/new")
+	}
+}
+
+func TestUserMessageRouteBriefsAgainAfterRotate(t *testing.T) {
+	s := newStack(t)
+	s.start(nil)
+	first := s.mention(s.ownerSK, "one")
+	s.waitReply(first.ID)
+	s.waitOutcome(s.mention(s.ownerSK, "!rotate").ID)
+	second := s.mention(s.ownerSK, "two")
+	s.waitReply(second.ID)
+	ps := s.prompts()
+	if len(ps) != 2 || !standingIn(ps[0]) || !standingIn(ps[1]) {
+		t.Fatalf("after !rotate the replacement session was not briefed (prompts: %d)", len(ps))
+	}
+}
+
+func TestUserMessageRouteBriefsAgainAfterRespawn(t *testing.T) {
+	s := newStack(t)
+	s.start(nil, "TESTAGENT_CRASH_ON=2")
+	first := s.mention(s.ownerSK, "one")
+	s.waitReply(first.ID)
+	second := s.mention(s.ownerSK, "two") // crashes the agent mid-turn, then is retried
+	s.waitReply(second.ID)
+	ps := s.prompts()
+	last := ps[len(ps)-1]
+	if !standingIn(last) {
+		t.Fatal("the retried prompt on the respawned agent's new session was not briefed")
+	}
+}
+
+func TestSpecSystemPromptRouteSendsStandingOnSessionNewOnly(t *testing.T) {
+	s := newStack(t)
+	s.start([]string{"--system-prompt", "You are Helper."}, "TESTAGENT_CAPS=systemPrompt")
+	for _, text := range []string{"one", "two"} {
+		s.waitReply(s.mention(s.ownerSK, text).ID)
+	}
+	p := decodeSession(t, s.methods("session/new")[0])
+	if p.SystemPrompt == nil || p.SystemPrompt.Mode != "append" || len(p.SystemPrompt.Content) != 1 ||
+		p.SystemPrompt.Content[0].Type != "text" || !strings.Contains(p.SystemPrompt.Content[0].Text, "[Base]\n") ||
+		!strings.Contains(p.SystemPrompt.Content[0].Text, "[System]\nYou are Helper.") {
+		t.Fatalf("session/new systemPrompt = %+v", p.SystemPrompt)
+	}
+	if p.Meta["systemPrompt"] != nil {
+		t.Fatal("_meta.systemPrompt sent alongside the spec field")
+	}
+	for i, pr := range s.prompts() {
+		if strings.Contains(pr, "[Base]") {
+			t.Fatalf("prompt %d carries [Base] although the agent has a system prompt", i+1)
+		}
+	}
+}
+
+func TestClaudeAgentACPGetsMetaSystemPromptMergedWithChannelMeta(t *testing.T) {
+	for _, name := range []string{"@agentclientprotocol/claude-agent-acp", "@zed-industries/claude-agent-acp", "@zed-industries/claude-code-acp"} {
+		t.Run(name, func(t *testing.T) {
+			s := newStack(t)
+			s.start(nil, "TESTAGENT_NAME="+name, "TESTAGENT_VERSION=0.23.1")
+			s.waitReply(s.mention(s.ownerSK, "hi").ID)
+			p := decodeSession(t, s.methods("session/new")[0])
+			sp, _ := p.Meta["systemPrompt"].(map[string]any)
+			text, _ := sp["append"].(string)
+			if !strings.Contains(text, "[Base]\n") || p.Meta["channelId"] != s.channel || p.Meta["sessionTitle"] == nil {
+				t.Fatalf("_meta = %v", p.Meta)
+			}
+			if p.SystemPrompt != nil {
+				t.Fatal("spec systemPrompt sent to an agent that did not advertise it")
+			}
+			if standingIn(s.prompts()[0]) {
+				t.Fatal("claude-agent-acp also got the standing context in the user message")
+			}
+		})
+	}
+}
+
+func TestClaudeAgentACPBelowVersionFloorFallsBackToUserMessage(t *testing.T) {
+	s := newStack(t)
+	s.start(nil, "TESTAGENT_NAME=@zed-industries/claude-code-acp", "TESTAGENT_VERSION=0.5.2")
+	s.waitReply(s.mention(s.ownerSK, "hi").ID)
+	if p := decodeSession(t, s.methods("session/new")[0]); p.Meta["systemPrompt"] != nil {
+		t.Fatal("_meta.systemPrompt sent below the 0.6.0 floor")
+	}
+	if !standingIn(s.prompts()[0]) {
+		t.Fatal("standing context not delivered in the first user message")
+	}
+}
+
+func TestGooseProbeSuccessDeliversViaCustomMethod(t *testing.T) {
+	s := newStack(t)
+	s.start(nil, "TESTAGENT_NAME=goose", "TESTAGENT_GOOSE_SYSTEM_PROMPT=1")
+	s.waitReply(s.mention(s.ownerSK, "hi").ID)
+	calls := s.methods("_goose/unstable/session/system-prompt/set")
+	if len(calls) != 1 || !strings.Contains(string(calls[0].Params), `"mode":"append"`) || !strings.Contains(string(calls[0].Params), `"key":"buzz"`) {
+		t.Fatalf("goose method calls: %v", calls)
+	}
+	if standingIn(s.prompts()[0]) {
+		t.Fatal("goose with a working system-prompt method also got standing in the user message")
+	}
+}
+
+func TestGooseProbeMethodNotFoundFallsBackToUserMessage(t *testing.T) {
+	s := newStack(t)
+	s.start(nil, "TESTAGENT_NAME=goose")
+	s.waitReply(s.mention(s.ownerSK, "hi").ID)
+	s.waitReply(s.mention(s.ownerSK, "again").ID)
+	ps := s.prompts()
+	if !standingIn(ps[0]) || standingIn(ps[1]) {
+		t.Fatal("after -32601 goose must be briefed once in the first user message")
+	}
+}
