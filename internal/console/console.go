@@ -1,0 +1,388 @@
+// Package console is the web console of `buzz up` (and the activity view of buzz-acp
+// --activity-addr): a small embedded HTML/CSS/JS app plus JSON and Server-Sent-Events handlers.
+//
+// It binds to loopback and every data request must carry the random token printed in the URL
+// (header X-Buzz-Token, or ?token= for the page and the event stream, which cannot set headers).
+// Writes require the header, so a cross-site form cannot post as the owner. Messages are
+// untrusted: the browser code only ever puts them into the page with textContent.
+package console
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/buzz-harness/buzz/internal/client"
+	"github.com/buzz-harness/buzz/internal/observer"
+)
+
+//go:embed static
+var staticFS embed.FS
+
+// Config configures a console. Without RelayURL/OwnerKey it serves the activity view only.
+type Config struct {
+	RelayURL    string        // relay URL (ws or http); "" = activity only
+	OwnerKey    string        // hex secret key the composer posts with
+	AgentPubkey string        // hex; the agent is labelled as such in the chat
+	Bus         *observer.Bus // the harness activity feed; nil = none
+	Token       string        // "" = a fresh random token
+	Logger      *slog.Logger
+}
+
+// Server is the console as an http.Handler. Call Run alongside serving to get live messages.
+type Server struct {
+	cfg    Config
+	log    *slog.Logger
+	token  string
+	mux    *http.ServeMux
+	chat   *chat // nil in activity-only mode
+	static http.Handler
+}
+
+// New builds a console server.
+func New(cfg Config) (*Server, error) {
+	s := &Server{cfg: cfg, log: cfg.Logger, token: cfg.Token}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.token == "" {
+		b := make([]byte, 16)
+		if _, err := rand.Read(b); err != nil {
+			return nil, err
+		}
+		s.token = hex.EncodeToString(b)
+	}
+	if cfg.RelayURL != "" && cfg.OwnerKey != "" {
+		c, err := newChat(cfg.RelayURL, cfg.OwnerKey, cfg.AgentPubkey, s.log)
+		if err != nil {
+			return nil, err
+		}
+		s.chat = c
+	}
+	sub, _ := fs.Sub(staticFS, "static")
+	s.static = http.StripPrefix("/static/", http.FileServerFS(sub))
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("GET /{$}", s.page)
+	s.mux.Handle("GET /static/", s.static)
+	s.mux.HandleFunc("GET /api/state", s.guard(s.state))
+	s.mux.HandleFunc("GET /api/messages", s.guard(s.messages))
+	s.mux.HandleFunc("POST /api/messages", s.guard(s.post))
+	s.mux.HandleFunc("GET /api/stream", s.guard(s.stream))
+	return s, nil
+}
+
+// Token is the secret every request must carry.
+func (s *Server) Token() string { return s.token }
+
+// URL is the address to open for a console listening on addr (host:port).
+func (s *Server) URL(addr string) string { return "http://" + addr + "/?token=" + s.token }
+
+// Run keeps the live message subscription going until ctx ends (a no-op in activity-only mode).
+func (s *Server) Run(ctx context.Context) error {
+	if s.chat == nil {
+		<-ctx.Done()
+		return nil
+	}
+	return s.chat.run(ctx)
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Refuse foreign Host headers: with DNS rebinding a web page could otherwise reach
+	// 127.0.0.1 under its own origin.
+	if !loopbackHost(r.Host) {
+		http.Error(w, "forbidden host", http.StatusForbidden)
+		return
+	}
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	w.Header().Set("X-Frame-Options", "DENY")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
+	s.mux.ServeHTTP(w, r)
+}
+
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func (s *Server) tokenOK(r *http.Request, allowQuery bool) bool {
+	got := r.Header.Get("X-Buzz-Token")
+	if got == "" && allowQuery {
+		got = r.URL.Query().Get("token")
+	}
+	return subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) == 1
+}
+
+// guard checks the token: GETs may carry it in the query (EventSource cannot set headers),
+// writes only in the header.
+func (s *Server) guard(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.tokenOK(r, r.Method == http.MethodGet) {
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing or wrong console token: open the URL printed at startup"})
+			return
+		}
+		h(w, r)
+	}
+}
+
+func (s *Server) page(w http.ResponseWriter, r *http.Request) {
+	if !s.tokenOK(r, true) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprintln(w, "This console needs its token: open the full URL printed at startup (…/?token=…).")
+		return
+	}
+	b, err := staticFS.ReadFile("static/index.html")
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Write(b)
+}
+
+type stateResp struct {
+	Mode     string        `json:"mode"` // "full" or "activity"
+	Owner    *person       `json:"owner,omitempty"`
+	Agent    *person       `json:"agent,omitempty"`
+	Channels []channelInfo `json:"channels"`
+}
+
+func (s *Server) state(w http.ResponseWriter, r *http.Request) {
+	if s.chat == nil {
+		writeJSON(w, http.StatusOK, stateResp{Mode: "activity", Channels: []channelInfo{}})
+		return
+	}
+	st, err := s.chat.state(r.Context())
+	if err != nil {
+		writeJSON(w, http.StatusBadGateway, map[string]string{"error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
+	if s.chat == nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no chat in activity-only mode"})
+		return
+	}
+	msgs, err := s.chat.history(r.Context(), r.URL.Query().Get("channel"))
+	if err != nil {
+		writeJSON(w, statusFor(err), map[string]string{"error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, msgs)
+}
+
+// postReq is the composer's request body.
+type postReq struct {
+	Channel string `json:"channel"`
+	Content string `json:"content"`
+	ReplyTo string `json:"replyTo"`
+}
+
+func (s *Server) post(w http.ResponseWriter, r *http.Request) {
+	if s.chat == nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no chat in activity-only mode"})
+		return
+	}
+	var req postReq
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 128<<10)).Decode(&req); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "bad request body: " + err.Error()})
+		return
+	}
+	m, err := s.chat.send(r.Context(), req)
+	if err != nil {
+		writeJSON(w, statusFor(err), map[string]string{"error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, m)
+}
+
+// stream is the SSE feed: activity history then live activity, and live channel messages.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+
+	var acts <-chan observer.Event
+	var snap []observer.Event
+	if s.cfg.Bus != nil {
+		acts, snap = s.cfg.Bus.Subscribe(ctx, 1024)
+	}
+	var msgs <-chan message
+	if s.chat != nil {
+		msgs = s.chat.hub.subscribe(ctx)
+	}
+	for _, e := range snap {
+		if !writeActivity(w, e) {
+			return
+		}
+	}
+	fmt.Fprint(w, "event: ready\ndata: {}\n\n")
+	fl.Flush()
+	keep := time.NewTicker(20 * time.Second)
+	defer keep.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-acts:
+			if !ok {
+				return
+			}
+			if !writeActivity(w, e) {
+				return
+			}
+		case m, ok := <-msgs:
+			if !ok {
+				return
+			}
+			if !writeEvent(w, "message", m) {
+				return
+			}
+		case <-keep.C:
+			fmt.Fprint(w, ": keepalive\n\n")
+		}
+		fl.Flush()
+	}
+}
+
+// writeActivity forwards one activity event. Raw ACP lines are left out: they are the
+// --activity-log's job and would drown the view.
+func writeActivity(w http.ResponseWriter, e observer.Event) bool {
+	if e.Type == observer.TypeACPLine {
+		return true
+	}
+	return writeEvent(w, "activity", e)
+}
+
+func writeEvent(w http.ResponseWriter, name string, v any) bool {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return true // skip what cannot be encoded rather than end the stream
+	}
+	_, err = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", name, b)
+	return err == nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.Encode(v)
+}
+
+// badRequest marks errors caused by the request itself.
+type badRequest struct{ msg string }
+
+func (e *badRequest) Error() string { return e.msg }
+
+func statusFor(err error) int {
+	var br *badRequest
+	if errors.As(err, &br) {
+		return http.StatusBadRequest
+	}
+	var he *client.HTTPError
+	if errors.As(err, &he) && he.Status >= 400 && he.Status < 500 {
+		return http.StatusBadRequest
+	}
+	return http.StatusBadGateway
+}
+
+// Serve serves s on ln (and runs its live subscription) until ctx ends.
+func Serve(ctx context.Context, ln net.Listener, s *Server) error {
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	var wg sync.WaitGroup
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wg.Add(1)
+	go func() { defer wg.Done(); s.Run(rctx) }()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	var err error
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+		// Open SSE streams never go idle, so Shutdown alone would wait them out: give it a short
+		// grace, then close outright.
+		sctx, scancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		if srv.Shutdown(sctx) != nil {
+			srv.Close()
+		}
+		scancel()
+		<-errc
+	}
+	cancel()
+	wg.Wait()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// ServeActivity serves the activity view of bus on addr (e.g. "127.0.0.1:3001") until ctx ends.
+// It returns once listening, with the URL (token included) to print; listen errors come back
+// at once. This is what buzz-acp --activity-addr uses.
+func ServeActivity(ctx context.Context, addr string, bus *observer.Bus) (string, error) {
+	s, err := New(Config{Bus: bus})
+	if err != nil {
+		return "", err
+	}
+	ln, err := Listen(addr)
+	if err != nil {
+		return "", err
+	}
+	go Serve(ctx, ln, s)
+	return s.URL(ln.Addr().String()), nil
+}
+
+// Listen opens a loopback-only listener; a non-loopback host is refused because the console
+// posts as the owner.
+func Listen(addr string) (net.Listener, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("console address %q: %w", addr, err)
+	}
+	if !loopbackHost(host) {
+		return nil, fmt.Errorf("console address %q: only loopback (127.0.0.1, localhost, ::1) is allowed", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("console port %s is already in use", addr)
+		}
+		return nil, fmt.Errorf("console: cannot listen on %s: %w", addr, err)
+	}
+	return ln, nil
+}
