@@ -44,6 +44,7 @@ type Harness struct {
 	inflight map[string]*turnHandle // channel → running turn
 	// resumeRetried marks channels whose resume already failed indeterminately once.
 	resumeRetried map[string]bool
+	heartbeatBusy bool
 	results       chan turnResult
 	spawns        chan spawnResult
 	wake          chan struct{}
@@ -146,6 +147,12 @@ func (h *Harness) Run(ctx context.Context) error {
 
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	var heartbeats <-chan time.Time
+	if h.cfg.HeartbeatInterval > 0 {
+		hb := time.NewTicker(h.cfg.HeartbeatInterval)
+		defer hb.Stop()
+		heartbeats = hb.C
+	}
 	defer h.stopAll()
 	for {
 		h.dispatch(ctx)
@@ -165,6 +172,8 @@ func (h *Harness) Run(ctx context.Context) error {
 			h.finishSpawn(ctx, s)
 		case <-tick.C:
 			h.maintain(ctx)
+		case <-heartbeats:
+			h.heartbeat(ctx)
 		case <-h.wake:
 		}
 	}

@@ -33,10 +33,12 @@ type slot struct {
 	starting bool
 	busy     bool
 	sessions map[string]*chanSession
-	pending  map[string]bool // channels whose session must be dropped when the turn returns
-	crashes  []time.Time
-	retryAt  time.Time
-	attempt  int
+	// heartbeat is the session heartbeats run in (no channel identity).
+	heartbeat *chanSession
+	pending   map[string]bool // channels whose session must be dropped when the turn returns
+	crashes   []time.Time
+	retryAt   time.Time
+	attempt   int
 }
 
 // chanSession is one ACP session for a channel, with what has been delivered to it.
@@ -167,7 +169,7 @@ func (h *Harness) finishSpawn(ctx context.Context, r spawnResult) {
 		return
 	}
 	s.proc, s.ready, s.attempt = r.proc, true, 0
-	s.sessions, s.pending = map[string]*chanSession{}, nil
+	s.sessions, s.pending, s.heartbeat = map[string]*chanSession{}, nil, nil
 	s.ident = AgentIdentity{
 		Name:             r.init.AgentName,
 		Version:          r.init.AgentVersion,
@@ -200,7 +202,7 @@ func (h *Harness) crashed(s *slot) {
 	if s.proc != nil {
 		_ = s.proc.Kill()
 	}
-	s.proc, s.ready, s.sessions, s.pending = nil, false, nil, nil
+	s.proc, s.ready, s.sessions, s.pending, s.heartbeat = nil, false, nil, nil, nil
 	s.gen++
 	h.bus.Publish(observer.Event{Type: "agent_exited", Data: map[string]any{"slot": s.idx}})
 	h.scheduleRespawn(s)

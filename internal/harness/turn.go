@@ -30,6 +30,8 @@ type turnInput struct {
 	retried bool         // an indeterminate resume already cost one respawn
 	fresh   bool         // the owner rotated: _meta.freshSession on session/new
 	turnID  string
+	// heartbeat: a scheduled prompt on the slot's heartbeat session, not a channel batch.
+	heartbeat bool
 }
 
 // turnResult is what a turn reports back to the loop.
@@ -137,6 +139,10 @@ func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 
 // finishTurn applies a turn's outcome: commit delivery, requeue or dead-letter, respawn.
 func (h *Harness) finishTurn(ctx context.Context, r turnResult) {
+	if r.in.heartbeat {
+		h.finishHeartbeat(r)
+		return
+	}
 	in := r.in
 	s, ch := in.slot, in.channel.ID
 	delete(h.inflight, ch)

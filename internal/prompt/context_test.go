@@ -203,7 +203,7 @@ func TestHeartbeatCarriesBaseOnlyWhenStandingGiven(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 	hb := DefaultHeartbeatPrompt(now)
-	for _, want := range []string{"buzz feed get --types needs_action", "buzz feed get --types mentions", "buzz workflows approve --token", "end the turn"} {
+	for _, want := range []string{"buzz channels list --member", "buzz messages get --channel", "buzz messages send --channel", "end the turn"} {
 		if !strings.Contains(hb, want) {
 			t.Errorf("heartbeat lacks %q", want)
 		}

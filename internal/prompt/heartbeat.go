@@ -10,10 +10,11 @@ import (
 func DefaultHeartbeatPrompt(now time.Time) string {
 	return "[System: Heartbeat]\nTime: " + now.UTC().Format(time.RFC3339) + `
 This is a scheduled check-in; no new message triggered it.
-1. Run ` + "`buzz feed get --types needs_action`" + ` for items waiting on you (approvals, requests).
-2. Run ` + "`buzz feed get --types mentions`" + ` for mentions you have not handled yet.
-Act only on what those surface: approve with ` + "`buzz workflows approve --token <UUID>`" + `, answer with
-` + "`buzz messages send --channel <uuid> [--reply-to <event-id>] --content <text>`" + `, and so on.
+1. Run ` + "`buzz channels list --member`" + ` to see your channels.
+2. For each, run ` + "`buzz messages get --channel <uuid> --since <unix time of your last check>`" + ` and look for
+   requests addressed to you that nobody has answered.
+Act only on what you find, answering with
+` + "`buzz messages send --channel <uuid> [--reply-to <event-id>] --content <text>`" + `.
 If nothing needs you, end the turn without posting anything.`
 }
 

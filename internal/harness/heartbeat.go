@@ -1,0 +1,100 @@
+package harness
+
+import (
+	"context"
+	"errors"
+
+	"github.com/buzz-harness/buzz/internal/acp"
+	"github.com/buzz-harness/buzz/internal/prompt"
+)
+
+// heartbeat runs one heartbeat prompt when nothing else is waiting: events always go first, all
+// agents busy means skip, and at most one heartbeat is ever in flight.
+func (h *Harness) heartbeat(ctx context.Context) {
+	if h.heartbeatBusy || h.queue.Pending() {
+		return
+	}
+	s := h.claim("")
+	if s == nil {
+		return
+	}
+	s.busy = true
+	h.heartbeatBusy = true
+	in := turnInput{slot: s, proc: s.proc, ident: s.ident, session: s.heartbeat, heartbeat: true, turnID: "heartbeat"}
+	go func() {
+		h.results <- h.runHeartbeat(ctx, in)
+	}()
+}
+
+// runHeartbeat prompts the slot's heartbeat session (created on first use, with no channel
+// identity, core memory or canvas). Agents on the user-message route get [Base] on the first
+// successful heartbeat of that session only.
+func (h *Harness) runHeartbeat(ctx context.Context, in turnInput) (r turnResult) {
+	r.in = in
+	standing := h.standing(ctx, channel{}, false)
+	sess := in.session
+	if sess == nil {
+		route := DecideRoute(in.ident)
+		if route == RouteGoose { // the probe is per channel session; heartbeats keep it simple
+			route = RouteUserMessage
+		}
+		params := acp.SessionParams{Cwd: h.cfg.AgentCwd, Meta: map[string]any{}}
+		sys := standing.SystemPrompt(h.cfg.AgentCwd)
+		switch route {
+		case RouteSpecSystemPrompt:
+			params.SystemPrompt = &acp.SystemPrompt{Mode: "append", Content: []acp.ContentBlock{{Type: "text", Text: sys}}}
+		case RouteClaudeMeta:
+			params.Meta["systemPrompt"] = map[string]any{"append": sys}
+		}
+		id, err := in.proc.NewSession(ctx, params)
+		if err != nil {
+			r.err = err
+			return r
+		}
+		sess = &chanSession{ID: id, Route: route, Delivered: map[string]bool{}}
+	}
+	r.session = sess
+	var withBase *prompt.Standing
+	if sess.Route == RouteUserMessage && !sess.StandingSent {
+		withBase = &standing
+	}
+	texts := prompt.RenderHeartbeat(h.cfg.HeartbeatPrompt, withBase, h.now())
+	blocks := make([]acp.ContentBlock, len(texts))
+	for i, t := range texts {
+		blocks[i] = acp.ContentBlock{Type: "text", Text: t}
+	}
+	h.emit(in, "prompt", map[string]any{"sessionId": sess.ID, "blocks": texts, "heartbeat": true})
+	res, err := in.proc.Prompt(ctx, sess.ID, blocks, acp.PromptOptions{
+		IdleTimeout: h.cfg.IdleTimeout, HardTimeout: h.cfg.MaxTurnDuration, CancelGrace: h.cfg.CancelGrace})
+	if err != nil {
+		r.err = err
+		return r
+	}
+	r.stop = res.StopReason
+	r.standing = withBase != nil
+	return r
+}
+
+// finishHeartbeat keeps the heartbeat session on success and respawns the agent on transport errors.
+func (h *Harness) finishHeartbeat(r turnResult) {
+	s := r.in.slot
+	s.busy = false
+	h.heartbeatBusy = false
+	switch {
+	case r.err == nil:
+		if r.standing {
+			r.session.StandingSent = true
+		}
+		s.heartbeat = r.session
+		if r.stop == "max_tokens" || r.stop == "max_turn_requests" {
+			s.heartbeat = nil
+		}
+	case isTransport(r.err) && !errors.Is(r.err, context.Canceled):
+		h.log.Warn("heartbeat failed; respawning agent", "slot", s.idx, "err", r.err)
+		h.crashed(s)
+	default:
+		h.log.Warn("heartbeat failed", "slot", s.idx, "err", r.err)
+		s.heartbeat = nil
+	}
+	h.poke()
+}
