@@ -115,14 +115,15 @@ func TestAuthorGateModes(t *testing.T) {
 			s.start(args)
 			fromOther := s.mention(otherSK, "from a stranger")
 			fromOwner := s.mention(s.ownerSK, "from the owner")
+			sync := s.mention(s.ownerSK, "!cancel")
+			s.waitOutcome(sync.ID) // intake is sequential: both mentions were gated by now
+			// The two may share one batch (one reply), so wait for them in the prompts.
 			if c.otherAnswer {
-				s.waitReply(fromOther.ID)
+				s.waitPrompted(fromOther.ID)
 			}
 			if c.ownerAnswer {
-				s.waitReply(fromOwner.ID)
+				s.waitPrompted(fromOwner.ID)
 			}
-			sync := s.mention(s.ownerSK, "!cancel")
-			s.waitOutcome(sync.ID)
 			prompts := strings.Join(s.prompts(), "\n")
 			if got := strings.Contains(prompts, fromOther.ID); got != c.otherAnswer {
 				t.Errorf("stranger's mention prompted = %v, want %v", got, c.otherAnswer)

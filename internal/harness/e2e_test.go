@@ -216,6 +216,18 @@ func (s *stack) prompts() []string {
 	return out
 }
 
+// waitPrompted waits until some prompt the agent received shows event id.
+func (s *stack) waitPrompted(id string) {
+	s.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(strings.Join(s.prompts(), "\n"), "Event ID: "+id) {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("event %s was never prompted; buzz-acp output:\n%s", id, s.logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // waitRecorded waits until the agent has received n messages of method.
 func (s *stack) waitRecorded(method string, n int) {
 	s.t.Helper()

@@ -146,16 +146,16 @@ func (h *Harness) finishTurn(ctx context.Context, r turnResult) {
 	in := r.in
 	s, ch := in.slot, in.channel.ID
 	delete(h.inflight, ch)
+	delete(h.resumeRetried, ch)
 	s.busy = false
-	if r.gooseProbe != nil && s.gen == in.slot.gen {
+	if r.gooseProbe != nil {
 		s.ident.GooseProbe = r.gooseProbe
 	}
-	if r.session != nil && r.err == nil || r.session != nil && r.newSession && r.stop == "" && !isTransport(r.err) {
-		if s.sessions != nil {
-			s.sessions[ch] = r.session
-		}
+	// Keep the session the turn used or opened while its agent is usable; the outcomes below
+	// drop it where the session must not be reused.
+	if r.session != nil && !isTransport(r.err) && s.sessions != nil {
+		s.sessions[ch] = r.session
 	}
-	delete(h.resumeRetried, ch)
 
 	switch {
 	case r.cause != nil && r.cause != errShutdown && (r.err == nil || errors.Is(r.err, context.Canceled) || errors.Is(r.err, acp.ErrCancelTimeout) || r.stop == "cancelled"):
@@ -195,9 +195,7 @@ func (h *Harness) finishTurn(ctx context.Context, r turnResult) {
 	default:
 		h.log.Warn("turn failed", "channel", ch, "attempt", in.batch.Attempt+1, "err", r.err)
 		if isTransport(r.err) {
-			h.crashed(s)
-		} else if r.session != nil {
-			// An agent error keeps the agent but not necessarily the session's state: keep it.
+			h.crashed(s) // an agent error (JSON-RPC) keeps the agent and its session
 		}
 		if h.queue.Requeue(in.batch, h.now()) {
 			h.deadLetter(ctx, in, r.err)
