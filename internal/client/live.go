@@ -49,10 +49,11 @@ type LiveConfig struct {
 // Incoming is one thing the relay told a subscription: an event, end of stored events, or a
 // CLOSED with its reason.
 type Incoming struct {
-	SubID  string
-	Event  *nostr.Event
-	EOSE   bool
-	Closed string // CLOSED reason
+	SubID    string
+	Event    *nostr.Event
+	EOSE     bool
+	Closed   string    // CLOSED reason
+	Received time.Time // when the EVENT frame was taken off the socket (for latency figures)
 }
 
 // RejectedError is a relay's OK=false answer to a published event.
@@ -482,6 +483,7 @@ func (l *Live) wanted(subID string) bool {
 }
 
 func (l *Live) handleEvent(ctx context.Context, msg relayMessage) error {
+	received := time.Now()
 	if !l.wanted(msg.subID) {
 		return nil // late traffic for a sub we closed
 	}
@@ -493,7 +495,7 @@ func (l *Live) handleEvent(ctx context.Context, msg relayMessage) error {
 	if l.seen.seenOrAdd(ev.ID) {
 		return nil
 	}
-	if err := l.deliver(ctx, Incoming{SubID: msg.subID, Event: ev}); err != nil {
+	if err := l.deliver(ctx, Incoming{SubID: msg.subID, Event: ev, Received: received}); err != nil {
 		return err
 	}
 	// Only delivered events advance the resubscribe floor, so a stalled consumer never

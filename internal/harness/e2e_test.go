@@ -24,7 +24,7 @@ import (
 // stack is a real relay, real keys, one channel with the agent as member, and (once started) the
 // real buzz-acp binary driving the scripted test agent, which replies with the real buzz CLI.
 type stack struct {
-	t        *testing.T
+	t        testing.TB
 	relay    *relaytest.Server
 	bin      string
 	ownerSK  string
@@ -40,7 +40,7 @@ type stack struct {
 	exited   chan error
 }
 
-func newStack(t *testing.T) *stack {
+func newStack(t testing.TB) *stack {
 	t.Helper()
 	s := &stack{t: t, relay: relaytest.Start(t)}
 	s.bin = testbin.Dir(t, "cmd/buzz", "cmd/buzz-acp", "internal/testagent")
@@ -55,7 +55,7 @@ func newStack(t *testing.T) *stack {
 	return s
 }
 
-func newKey(t *testing.T) (sk, pk string) {
+func newKey(t testing.TB) (sk, pk string) {
 	sk = nostr.GeneratePrivateKey()
 	pk, err := protocol.PublicKey(sk)
 	if err != nil {

@@ -80,8 +80,12 @@ func (h *Harness) done(ids ...string) {
 }
 
 // replayJournal queues accepted events that never reached a terminal outcome, in order, before
-// any new event. Events of channels we are no longer in are finished.
-func (h *Harness) replayJournal() {
+// any new event. Events of channels we are no longer in are finished. Events that were in flight
+// when we stopped count as answered if the agent has posted in their channel since the turn
+// began (its reply landed but the outcome was not recorded); otherwise they are prompted again.
+func (h *Harness) replayJournal(ctx context.Context) {
+	answered := map[string]bool{} // channel → the agent posted after its in-flight turn began
+	checked := map[string]bool{}
 	n := 0
 	for _, e := range h.jrnl.Pending() {
 		var ev nostr.Event
@@ -94,6 +98,17 @@ func (h *Harness) replayJournal() {
 			h.done(e.EventID)
 			continue
 		}
+		if !e.InFlightAt.IsZero() {
+			if !checked[e.ChannelID] {
+				checked[e.ChannelID] = true
+				answered[e.ChannelID] = h.agentPostedSince(ctx, e.ChannelID, e.InFlightAt)
+			}
+			if answered[e.ChannelID] {
+				h.log.Info("journal: in-flight event was already answered before the restart", "event", e.EventID)
+				h.done(e.EventID)
+				continue
+			}
+		}
 		h.seen.Add(ev.ID)
 		h.enqueue(e.ChannelID, &ev)
 		n++
@@ -101,6 +116,14 @@ func (h *Harness) replayJournal() {
 	if n > 0 {
 		h.log.Info("replayed journal", "events", n)
 	}
+}
+
+// agentPostedSince reports whether the agent published a message in a channel at or after t.
+// On a failed query it says no: answering twice beats never answering.
+func (h *Harness) agentPostedSince(ctx context.Context, ch string, t time.Time) bool {
+	evs, err := h.query(ctx, nostr.Filter{Kinds: []int{protocol.KindStreamMessage}, Authors: []string{h.agent},
+		Tags: nostr.TagMap{"h": {ch}}, Since: ptrTS(t.Add(-time.Second)), Limit: 1})
+	return err == nil && len(evs) > 0
 }
 
 // ownerCommand carries out !cancel, !rotate, !shutdown and !status and answers each — no-ops

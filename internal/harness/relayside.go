@@ -9,6 +9,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/buzz-harness/buzz/internal/client"
+	"github.com/buzz-harness/buzz/internal/observer"
 	"github.com/buzz-harness/buzz/internal/protocol"
 )
 
@@ -152,6 +153,8 @@ func (h *Harness) handleIncoming(ctx context.Context, in client.Incoming) {
 	case in.SubID == subMembership:
 		h.handleMembership(ctx, in.Event)
 	default:
+		h.bus.Publish(observer.Event{Type: "event_received", ChannelID: strings.TrimPrefix(in.SubID, subChannelPfx),
+			Data: map[string]any{"eventId": in.Event.ID, "receivedAt": in.Received}})
 		h.handleEvent(ctx, in.Event)
 	}
 }

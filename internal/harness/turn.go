@@ -72,6 +72,9 @@ func (h *Harness) dispatch(ctx context.Context) {
 			in.retried = h.resumeRetried[c.ID]
 		}
 		s.busy = true
+		if err := h.jrnl.InFlight(h.now(), b.IDs()...); err != nil {
+			h.log.Warn("journal", "err", err)
+		}
 		tctx, cancel := context.WithCancelCause(ctx)
 		h.inflight[c.ID] = &turnHandle{cancel: cancel, slot: s}
 		go func() {

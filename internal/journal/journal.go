@@ -46,6 +46,9 @@ type Entry struct {
 	EventID    string          `json:"eventId"`
 	CreatedAt  int64           `json:"createdAt"` // the event's created_at (unix seconds)
 	AcceptedAt time.Time       `json:"acceptedAt"`
+	// InFlightAt is when the event was last handed to the agent in a turn (zero: never). After a
+	// crash it tells the harness the agent may already have answered.
+	InFlightAt time.Time `json:"inFlightAt,omitzero"`
 }
 
 type record struct {
@@ -59,6 +62,7 @@ const (
 	opAccept    = "accept"
 	opDone      = "done"
 	opWatermark = "watermark"
+	opInFlight  = "inflight"
 )
 
 // appendFile is the part of *os.File the journal appends through; tests swap in failing ones.
@@ -129,6 +133,13 @@ func (s *state) apply(r record) bool {
 		s.prune()
 	case opWatermark:
 		s.watermark = max(s.watermark, r.TS)
+	case opInFlight:
+		for _, id := range r.IDs {
+			if e, ok := s.pending[id]; ok {
+				e.InFlightAt = time.Unix(r.TS, 0)
+				s.pending[id] = e
+			}
+		}
 	default:
 		return false
 	}
@@ -362,6 +373,22 @@ func (j *Journal) Done(eventIDs ...string) error {
 	if err := j.writeLocked(r); err != nil {
 		j.needsSync = true
 		return fmt.Errorf("journal done: %w", err)
+	}
+	return j.maybeCompactLocked()
+}
+
+// InFlight records that a turn is about to show these events to the agent.
+func (j *Journal) InFlight(at time.Time, eventIDs ...string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return errors.New("journal in-flight: journal is closed")
+	}
+	r := record{Op: opInFlight, IDs: eventIDs, TS: at.Unix()}
+	j.state.apply(r)
+	if err := j.writeLocked(r); err != nil {
+		j.needsSync = true
+		return fmt.Errorf("journal in-flight: %w", err)
 	}
 	return j.maybeCompactLocked()
 }

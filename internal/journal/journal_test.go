@@ -558,3 +558,20 @@ func TestFinishedEventsOutsideRecentWindowAreForgotten(t *testing.T) {
 		t.Fatal("a finished event far behind the watermark was kept")
 	}
 }
+
+func TestInFlightMarkSurvivesReopenAndCompaction(t *testing.T) {
+	dir := t.TempDir()
+	j, _ := openT(t, dir, nil)
+	mustAppend(t, j, 1, 2)
+	at := time.Unix(1700000100, 0)
+	if err := j.InFlight(at, entry(1).EventID); err != nil {
+		t.Fatal(err)
+	}
+	_ = j.Compact()
+	_ = j.Close()
+	j2, _ := openT(t, dir, nil)
+	p := j2.Pending()
+	if len(p) != 2 || !p[0].InFlightAt.Equal(at) || !p[1].InFlightAt.IsZero() {
+		t.Fatalf("pending after reopen = %+v", p)
+	}
+}

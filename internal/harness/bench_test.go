@@ -1,0 +1,147 @@
+package harness_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+)
+
+// BenchmarkHarnessOverhead measures, with a zero-latency scripted agent, the time from the relay's
+// EVENT frame being read by buzz-acp to the session/prompt line being written to the agent, at 1,
+// 100 and 1,000 channels with live sessions, and buzz-acp's resident memory per idle channel
+// session. Timestamps come from buzz-acp's own activity log. Run with -benchtime=1x.
+func BenchmarkHarnessOverhead(b *testing.B) {
+	for _, n := range []int{1, 100, 1000} {
+		b.Run(fmt.Sprintf("channels=%d", n), func(b *testing.B) {
+			for range b.N {
+				benchOverhead(b, n, 100)
+			}
+		})
+	}
+}
+
+func benchOverhead(b *testing.B, channels, samples int) {
+	s := newStack(b)
+	ids := []string{s.channel}
+	for i := 1; i < channels; i++ {
+		ch := s.relay.CreateChannel(b, s.ownerSK, fmt.Sprintf("ch%d", i), false)
+		s.relay.AddMember(b, s.ownerSK, ch, s.agentPK, "bot")
+		ids = append(ids, ch)
+	}
+	activity := filepath.Join(b.TempDir(), "activity.jsonl")
+	s.start([]string{"--activity-log", activity, "--log-level", "info"}, "TESTAGENT_NO_CLI=1")
+	rssBefore := rssKiB(b, s.harness.Process.Pid)
+
+	post := func(ch, text string) {
+		ev := nostr.Event{Kind: 9, Content: text, CreatedAt: nostr.Now(), Tags: nostr.Tags{{"h", ch}, {"p", s.agentPK}}}
+		if err := ev.Sign(s.ownerSK); err != nil {
+			b.Fatal(err)
+		}
+		s.relay.Publish(b, s.ownerSK, ev)
+	}
+	// Warm: every channel gets its session.
+	for i, ch := range ids {
+		post(ch, fmt.Sprintf("warm %d", i))
+	}
+	s.waitRecordedFor(channels, 5*time.Minute)
+	rssAfter := rssKiB(b, s.harness.Process.Pid)
+
+	// Measure: one mention at a time, spread over the channels.
+	for i := range samples {
+		post(ids[i*7%channels], fmt.Sprintf("sample %d", i))
+		s.waitRecordedFor(channels+i+1, time.Minute)
+	}
+	lat := promptLatencies(b, activity)
+	if len(lat) < samples {
+		b.Fatalf("measured %d samples, want %d", len(lat), samples)
+	}
+	lat = lat[len(lat)-samples:]
+	slices.Sort(lat)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
+	b.ReportMetric(ms(lat[len(lat)*99/100]), "p99-ms")
+	b.ReportMetric(float64(rssAfter-rssBefore)/float64(channels), "rss-KiB/session")
+}
+
+func (s *stack) waitRecordedFor(n int, timeout time.Duration) {
+	s.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for len(s.methods("session/prompt")) < n {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("agent received %d prompts, want %d", len(s.methods("session/prompt")), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+var eventIDInPrompt = regexp.MustCompile(`Event ID: ([0-9a-f]{64})`)
+
+// promptLatencies pairs each event_received with the session/prompt line that carried the event.
+func promptLatencies(b *testing.B, path string) []time.Duration {
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	received := map[string]time.Time{}
+	var out []time.Duration
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		var e struct {
+			Time time.Time       `json:"time"`
+			Type string          `json:"type"`
+			Data json.RawMessage `json:"data"`
+		}
+		if json.Unmarshal(sc.Bytes(), &e) != nil {
+			continue
+		}
+		switch e.Type {
+		case "event_received":
+			var d struct {
+				EventID    string    `json:"eventId"`
+				ReceivedAt time.Time `json:"receivedAt"`
+			}
+			_ = json.Unmarshal(e.Data, &d)
+			received[d.EventID] = d.ReceivedAt
+		case "acp_line":
+			var d struct{ Dir, Line string }
+			_ = json.Unmarshal(e.Data, &d)
+			if d.Dir != "send" || !strings.Contains(d.Line, `"session/prompt"`) {
+				continue
+			}
+			for _, m := range eventIDInPrompt.FindAllStringSubmatch(d.Line, -1) {
+				if at, ok := received[m[1]]; ok {
+					out = append(out, e.Time.Sub(at))
+					delete(received, m[1])
+				}
+			}
+		}
+	}
+	return out
+}
+
+func rssKiB(b *testing.B, pid int) int {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			n, _ := strconv.Atoi(strings.Fields(v)[0])
+			return n
+		}
+	}
+	b.Fatal("no VmRSS")
+	return 0
+}
