@@ -59,7 +59,6 @@ func (r *Relay) signRelay(ctx context.Context, kind int, channel string, tags no
 // adminPlan is what an accepted admin event changes.
 type adminPlan struct {
 	ch       store.Channel
-	isNew    bool
 	put      map[string]string // pubkey -> role
 	remove   []string
 	deleteID string            // 9005 target
@@ -220,7 +219,6 @@ func (r *Relay) planAdmin(ctx context.Context, ev *nostr.Event, chID string) (ad
 		if !ok {
 			return plan, deny("invalid: ttl must be a non-negative number of seconds"), false
 		}
-		plan.isNew = true
 		plan.ch = store.Channel{
 			ID: chID, Name: name, About: protocol.TagValue(ev.Tags, "about"), Visibility: vis, Type: typ,
 			TTL: ttl, CreatedBy: actor, CreatedAt: int64(ev.CreatedAt), Members: map[string]string{},

@@ -66,7 +66,12 @@ func storageChannel(ev *nostr.Event) string {
 // submit runs one client event through validation, access rules, storage and fan-out.
 // authed is the pubkey the connection (or NIP-98 header) proved; overHTTP marks the bridge.
 func (r *Relay) submit(ctx context.Context, ev *nostr.Event, authed string, overHTTP bool) result {
-	if err := protocol.CheckEvent(ev); err != nil {
+	return r.submitChecked(ctx, ev, protocol.CheckEvent(ev), authed, overHTTP)
+}
+
+// submitChecked is submit with the id/signature check already done (checkErr is its result).
+func (r *Relay) submitChecked(ctx context.Context, ev *nostr.Event, checkErr error, authed string, overHTTP bool) result {
+	if err := checkErr; err != nil {
 		return rejected(http.StatusBadRequest, "invalid: "+err.Error())
 	}
 	if authed == "" {

@@ -102,7 +102,33 @@ func (r *Relay) serveWS(w http.ResponseWriter, req *http.Request) {
 	c.readLoop()
 }
 
+// job is one received frame on its way through the connection's ordered pipeline.
+type job struct {
+	f        frame
+	err      error         // parse error
+	verified chan struct{} // closed once checkErr is set (EVENT only)
+	checkErr error
+}
+
+// readLoop reads frames and queues them in arrival order. An EVENT's id and signature are
+// verified in parallel as soon as it is read (the expensive part of ingest), while the
+// processor still applies frames strictly in order.
 func (c *conn) readLoop() {
+	queue := make(chan *job, 64)
+	processed := make(chan struct{})
+	go func() {
+		defer close(processed)
+		for j := range queue {
+			if j.verified != nil {
+				<-j.verified
+			}
+			c.process(j)
+		}
+	}()
+	defer func() {
+		close(queue)
+		<-processed
+	}()
 	for {
 		_, rd, err := c.ws.Reader(c.ctx)
 		if err != nil {
@@ -121,7 +147,20 @@ func (c *conn) readLoop() {
 			<-c.ctx.Done()
 			return
 		}
-		c.handle(data)
+		j := &job{}
+		j.f, j.err = parseFrame(data)
+		if j.err == nil && j.f.Type == "EVENT" {
+			j.verified = make(chan struct{})
+			go func() {
+				j.checkErr = protocol.CheckEvent(j.f.Event)
+				close(j.verified)
+			}()
+		}
+		select {
+		case queue <- j:
+		case <-c.ctx.Done():
+			return
+		}
 	}
 }
 
@@ -205,22 +244,22 @@ func (c *conn) pubkey() string {
 	return c.authed
 }
 
-func (c *conn) handle(data []byte) {
-	f, err := parseFrame(data)
-	if err != nil {
+func (c *conn) process(j *job) {
+	if j.err != nil {
 		var fe *frameError
-		if errors.As(err, &fe) && fe.SubID != "" {
+		if errors.As(j.err, &fe) && fe.SubID != "" {
 			c.send([]any{"CLOSED", fe.SubID, fe.Msg})
 		} else {
-			c.send([]any{"NOTICE", err.Error()})
+			c.send([]any{"NOTICE", j.err.Error()})
 		}
 		return
 	}
+	f := j.f
 	switch f.Type {
 	case "AUTH":
 		c.handleAuth(f.Event)
 	case "EVENT":
-		res := c.r.submit(c.ctx, f.Event, c.pubkey(), false)
+		res := c.r.submitChecked(c.ctx, f.Event, j.checkErr, c.pubkey(), false)
 		c.send([]any{"OK", f.Event.ID, res.OK, res.Msg})
 	case "REQ":
 		c.handleReq(f)

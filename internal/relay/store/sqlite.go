@@ -25,10 +25,28 @@ var migrations embed.FS
 // SQLite is the embedded Store: WAL mode, one writer connection behind a mutex, a small pool of
 // reader connections.
 type SQLite struct {
-	w   *sql.DB
-	r   *sql.DB
-	wmu sync.Mutex
+	w *sql.DB
+	r *sql.DB
+
+	// Writes go through one goroutine that commits whatever requests are waiting as one
+	// transaction (each request in its own savepoint): commits are the dominant write cost.
+	writes    chan *writeReq
+	quit      chan struct{}
+	writerEnd chan struct{}
+	closeOnce sync.Once
+	stmts     map[string]*sql.Stmt // writer goroutine only
+	uncached  map[string]bool      // writer goroutine only: to prepare after the commit
 }
+
+type writeReq struct {
+	fn   func(Tx) error
+	done chan error
+}
+
+// ErrClosed is returned by writes after Close.
+var ErrClosed = errors.New("store is closed")
+
+const maxBatch = 128
 
 var _ Store = (*SQLite)(nil)
 
@@ -52,7 +70,10 @@ func Open(path string) (*SQLite, error) {
 	}
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
-	return &SQLite{w: w, r: r}, nil
+	s := &SQLite{w: w, r: r, writes: make(chan *writeReq), quit: make(chan struct{}),
+		writerEnd: make(chan struct{}), stmts: map[string]*sql.Stmt{}, uncached: map[string]bool{}}
+	go s.writer()
+	return s, nil
 }
 
 func migrate(db *sql.DB) error {
@@ -100,27 +121,124 @@ func migrate(db *sql.DB) error {
 	return nil
 }
 
-// Close closes both connection pools.
+// Close stops the writer and closes both connection pools.
 func (s *SQLite) Close() error {
-	return errors.Join(s.r.Close(), s.w.Close())
+	var err error
+	s.closeOnce.Do(func() {
+		close(s.quit)
+		<-s.writerEnd
+		for _, st := range s.stmts {
+			st.Close()
+		}
+		err = errors.Join(s.r.Close(), s.w.Close())
+	})
+	return err
 }
 
-// Update runs fn in a write transaction, serialized with every other write.
+// Update runs fn in a write transaction, serialized with every other write. A failing fn
+// rolls back only its own changes.
 func (s *SQLite) Update(ctx context.Context, fn func(Tx) error) error {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return err
+	req := &writeReq{fn: fn, done: make(chan error, 1)}
+	select {
+	case s.writes <- req:
+	case <-s.quit:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	if err := fn(&sqliteTx{tx: tx}); err != nil {
-		tx.Rollback()
-		return err
-	}
-	return tx.Commit()
+	return <-req.done
 }
 
-type sqliteTx struct{ tx *sql.Tx }
+func (s *SQLite) writer() {
+	defer close(s.writerEnd)
+	for {
+		var first *writeReq
+		select {
+		case first = <-s.writes:
+		case <-s.quit:
+			return
+		}
+		batch := []*writeReq{first}
+	drain:
+		for len(batch) < maxBatch {
+			select {
+			case r := <-s.writes:
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		s.commit(batch)
+		for q := range s.uncached {
+			if st, err := s.w.Prepare(q); err == nil {
+				s.stmts[q] = st
+			}
+			delete(s.uncached, q)
+		}
+	}
+}
+
+func (s *SQLite) commit(batch []*writeReq) {
+	errs := make([]error, len(batch))
+	tx, err := s.w.Begin()
+	if err == nil {
+		t := &sqliteTx{s: s, tx: tx}
+		for i, r := range batch {
+			if err = t.exec(`SAVEPOINT req`); err != nil {
+				break
+			}
+			if errs[i] = r.fn(t); errs[i] != nil {
+				if err = t.exec(`ROLLBACK TO req`); err != nil {
+					break
+				}
+			}
+			if err = t.exec(`RELEASE req`); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			err = tx.Commit()
+		} else {
+			tx.Rollback()
+		}
+	}
+	for i, r := range batch {
+		if err != nil {
+			r.done <- err
+		} else {
+			r.done <- errs[i]
+		}
+	}
+}
+
+type sqliteTx struct {
+	s  *SQLite
+	tx *sql.Tx
+}
+
+// stmt returns q bound to this transaction, from the writer's statement cache. A statement
+// not cached yet is prepared on the transaction this once and cached after the commit: the
+// single writer connection is busy with the transaction until then.
+func (t *sqliteTx) stmt(q string) (*sql.Stmt, error) {
+	if st, ok := t.s.stmts[q]; ok {
+		return t.tx.Stmt(st), nil
+	}
+	t.s.uncached[q] = true
+	return t.tx.Prepare(q)
+}
+
+func (t *sqliteTx) exec(q string, args ...any) error {
+	_, err := t.execResult(q, args...)
+	return err
+}
+
+func (t *sqliteTx) execResult(q string, args ...any) (sql.Result, error) {
+	st, err := t.stmt(q)
+	if err != nil {
+		return nil, err
+	}
+	return st.Exec(args...)
+}
 
 func dTag(ev *nostr.Event) string {
 	for _, t := range ev.Tags {
@@ -135,13 +253,6 @@ func isReplaceable(k int) bool { return k == 0 || k == 3 || k == 41 || (k >= 100
 func isAddressable(k int) bool { return k >= 30000 && k < 40000 }
 
 func (t *sqliteTx) SaveEvent(ev *nostr.Event, channelID string) error {
-	var exists int
-	if err := t.tx.QueryRow(`SELECT COUNT(*) FROM events WHERE id = ?`, ev.ID).Scan(&exists); err != nil {
-		return err
-	}
-	if exists > 0 {
-		return ErrDuplicate
-	}
 	var d any
 	if isReplaceable(ev.Kind) || isAddressable(ev.Kind) {
 		q := `SELECT seq, id, created_at FROM events WHERE kind = ? AND pubkey = ? AND deleted_at IS NULL`
@@ -151,7 +262,11 @@ func (t *sqliteTx) SaveEvent(ev *nostr.Event, channelID string) error {
 			q += ` AND d_tag = ?`
 			args = append(args, d)
 		}
-		rows, err := t.tx.Query(q, args...)
+		st, err := t.stmt(q)
+		if err != nil {
+			return err
+		}
+		rows, err := st.Query(args...)
 		if err != nil {
 			return err
 		}
@@ -163,6 +278,10 @@ func (t *sqliteTx) SaveEvent(ev *nostr.Event, channelID string) error {
 			if err := rows.Scan(&seq, &id, &ca); err != nil {
 				rows.Close()
 				return err
+			}
+			if id == ev.ID {
+				rows.Close()
+				return ErrDuplicate
 			}
 			// NIP-01: the newest wins; on a created_at tie the lowest id wins.
 			if ca > int64(ev.CreatedAt) || (ca == int64(ev.CreatedAt) && id < ev.ID) {
@@ -192,11 +311,14 @@ func (t *sqliteTx) SaveEvent(ev *nostr.Event, channelID string) error {
 	if channelID != "" {
 		ch = channelID
 	}
-	res, err := t.tx.Exec(`INSERT INTO events (id, pubkey, created_at, kind, tags, content, sig, channel_id, d_tag)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	res, err := t.execResult(`INSERT INTO events (id, pubkey, created_at, kind, tags, content, sig, channel_id, d_tag)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
 		ev.ID, ev.PubKey, int64(ev.CreatedAt), ev.Kind, string(tags), ev.Content, ev.Sig, ch, d)
 	if err != nil {
 		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrDuplicate
 	}
 	seq, err := res.LastInsertId()
 	if err != nil {
@@ -208,13 +330,13 @@ func (t *sqliteTx) SaveEvent(ev *nostr.Event, channelID string) error {
 			continue
 		}
 		seen[[2]string{tag[0], tag[1]}] = true
-		if _, err := t.tx.Exec(`INSERT INTO event_tags (seq, name, value, created_at) VALUES (?, ?, ?, ?)`,
+		if err := t.exec(`INSERT INTO event_tags (seq, name, value, created_at) VALUES (?, ?, ?, ?)`,
 			seq, tag[0], tag[1], int64(ev.CreatedAt)); err != nil {
 			return err
 		}
 	}
 	if strings.TrimSpace(ev.Content) != "" {
-		if _, err := t.tx.Exec(`INSERT INTO events_fts (rowid, content) VALUES (?, ?)`, seq, ev.Content); err != nil {
+		if err := t.exec(`INSERT INTO events_fts (rowid, content) VALUES (?, ?)`, seq, ev.Content); err != nil {
 			return err
 		}
 	}
@@ -228,7 +350,7 @@ func (t *sqliteTx) purge(seq int64) error {
 		`DELETE FROM events_fts WHERE rowid = ?`,
 		`DELETE FROM events WHERE seq = ?`,
 	} {
-		if _, err := t.tx.Exec(q, seq); err != nil {
+		if err := t.exec(q, seq); err != nil {
 			return err
 		}
 	}
@@ -244,7 +366,7 @@ func (t *sqliteTx) SoftDelete(ids []string, author string, at int64) (int, error
 			q += ` AND pubkey = ?`
 			args = append(args, author)
 		}
-		res, err := t.tx.Exec(q, args...)
+		res, err := t.execResult(q, args...)
 		if err != nil {
 			return n, err
 		}
@@ -259,25 +381,22 @@ func (t *sqliteTx) PutChannel(c Channel) error {
 	if c.Deleted {
 		deleted = time.Now().Unix()
 	}
-	_, err := t.tx.Exec(`INSERT INTO channels (id, name, about, visibility, channel_type, topic, purpose, archived, ttl, created_by, created_at, deleted_at)
+	return t.exec(`INSERT INTO channels (id, name, about, visibility, channel_type, topic, purpose, archived, ttl, created_by, created_at, deleted_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET name = excluded.name, about = excluded.about, visibility = excluded.visibility,
 			channel_type = excluded.channel_type, topic = excluded.topic, purpose = excluded.purpose,
 			archived = excluded.archived, ttl = excluded.ttl,
 			deleted_at = COALESCE(channels.deleted_at, excluded.deleted_at)`,
 		c.ID, c.Name, c.About, c.Visibility, c.Type, c.Topic, c.Purpose, boolInt(c.Archived), c.TTL, c.CreatedBy, c.CreatedAt, deleted)
-	return err
 }
 
 func (t *sqliteTx) PutMember(channelID, pubkey, role string, at int64) error {
-	_, err := t.tx.Exec(`INSERT INTO members (channel_id, pubkey, role, joined_at) VALUES (?, ?, ?, ?)
+	return t.exec(`INSERT INTO members (channel_id, pubkey, role, joined_at) VALUES (?, ?, ?, ?)
 		ON CONFLICT (channel_id, pubkey) DO UPDATE SET role = excluded.role`, channelID, pubkey, role, at)
-	return err
 }
 
 func (t *sqliteTx) RemoveMember(channelID, pubkey string) error {
-	_, err := t.tx.Exec(`DELETE FROM members WHERE channel_id = ? AND pubkey = ?`, channelID, pubkey)
-	return err
+	return t.exec(`DELETE FROM members WHERE channel_id = ? AND pubkey = ?`, channelID, pubkey)
 }
 
 func boolInt(b bool) int {
@@ -416,15 +535,19 @@ func (s *SQLite) Channels(ctx context.Context) ([]Channel, error) {
 
 // MarkAuthSeen implements Store.
 func (s *SQLite) MarkAuthSeen(ctx context.Context, id string, now, expires time.Time) (bool, error) {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	if _, err := s.w.ExecContext(ctx, `DELETE FROM nip98_seen WHERE expires_at < ?`, now.Unix()); err != nil {
-		return false, err
-	}
-	res, err := s.w.ExecContext(ctx, `INSERT OR IGNORE INTO nip98_seen (id, expires_at) VALUES (?, ?)`, id, expires.Unix())
-	if err != nil {
-		return false, err
-	}
-	n, _ := res.RowsAffected()
-	return n == 1, nil
+	fresh := false
+	err := s.Update(ctx, func(tx Tx) error {
+		t := tx.(*sqliteTx)
+		if err := t.exec(`DELETE FROM nip98_seen WHERE expires_at < ?`, now.Unix()); err != nil {
+			return err
+		}
+		res, err := t.execResult(`INSERT OR IGNORE INTO nip98_seen (id, expires_at) VALUES (?, ?)`, id, expires.Unix())
+		if err != nil {
+			return err
+		}
+		n, _ := res.RowsAffected()
+		fresh = n == 1
+		return nil
+	})
+	return fresh, err
 }
