@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -126,6 +127,21 @@ func (h *Harness) fetchContext(ctx context.Context, ch channel, last nostr.Event
 	return nil
 }
 
+// profileTTL is how long a fetched kind-0 profile (or its absence) is trusted.
+const profileTTL = 5 * time.Minute
+
+// profileCache keeps recently fetched profiles so a turn does not query kind 0 every time.
+// Turn goroutines share it.
+type profileCache struct {
+	mu      sync.Mutex
+	entries map[string]cachedProfile
+}
+
+type cachedProfile struct {
+	p  prompt.Profile
+	at time.Time
+}
+
 // profiles labels the batch's authors, mentioned pubkeys and context authors from kind 0.
 // An "auth" tag of four elements (NIP-OA) marks an agent.
 func (h *Harness) profiles(ctx context.Context, evs []nostr.Event, w *prompt.ThreadWindow) map[string]prompt.Profile {
@@ -141,39 +157,63 @@ func (h *Harness) profiles(ctx context.Context, evs []nostr.Event, w *prompt.Thr
 			want[e.PubKey] = true
 		}
 	}
-	authors := make([]string, 0, len(want))
-	for pk := range want {
-		authors = append(authors, pk)
-	}
+	now := h.now()
 	out := map[string]prompt.Profile{}
-	got, err := h.query(ctx, nostr.Filter{Kinds: []int{protocol.KindProfile}, Authors: authors, Limit: len(authors)})
+	var missing []string
+	h.profileCache.mu.Lock()
+	for pk := range want {
+		if c, ok := h.profileCache.entries[pk]; ok && now.Sub(c.at) < profileTTL {
+			out[pk] = c.p
+		} else {
+			missing = append(missing, pk)
+		}
+	}
+	h.profileCache.mu.Unlock()
+	if len(missing) == 0 {
+		return out
+	}
+	got, err := h.query(ctx, nostr.Filter{Kinds: []int{protocol.KindProfile}, Authors: missing, Limit: len(missing)})
 	if err != nil {
 		return out
 	}
+	fetched := map[string]prompt.Profile{}
 	for _, e := range got {
-		if _, dup := out[e.PubKey]; dup {
-			continue
+		if _, dup := fetched[e.PubKey]; !dup { // newest first
+			fetched[e.PubKey] = parseProfile(&e)
 		}
-		var p struct {
-			DisplayName string `json:"display_name"`
-			Name        string `json:"name"`
-			NIP05       string `json:"nip05"`
-		}
-		_ = json.Unmarshal([]byte(e.Content), &p)
-		label := p.DisplayName
-		if label == "" {
-			label = p.Name
-		}
-		if label == "" {
-			label = p.NIP05
-		}
-		agent := false
-		for _, t := range e.Tags {
-			if len(t) == 4 && t[0] == "auth" {
-				agent = true
-			}
-		}
-		out[e.PubKey] = prompt.Profile{Label: label, IsAgent: agent}
+	}
+	h.profileCache.mu.Lock()
+	defer h.profileCache.mu.Unlock()
+	if h.profileCache.entries == nil || len(h.profileCache.entries) > 10000 {
+		h.profileCache.entries = map[string]cachedProfile{}
+	}
+	for _, pk := range missing {
+		p := fetched[pk] // zero Profile when none exists: remembered too
+		h.profileCache.entries[pk] = cachedProfile{p: p, at: now}
+		out[pk] = p
 	}
 	return out
+}
+
+func parseProfile(e *nostr.Event) prompt.Profile {
+	var p struct {
+		DisplayName string `json:"display_name"`
+		Name        string `json:"name"`
+		NIP05       string `json:"nip05"`
+	}
+	_ = json.Unmarshal([]byte(e.Content), &p)
+	label := p.DisplayName
+	if label == "" {
+		label = p.Name
+	}
+	if label == "" {
+		label = p.NIP05
+	}
+	agent := false
+	for _, t := range e.Tags {
+		if len(t) == 4 && t[0] == "auth" {
+			agent = true
+		}
+	}
+	return prompt.Profile{Label: label, IsAgent: agent}
 }

@@ -45,6 +45,7 @@ type Harness struct {
 	// resumeRetried marks channels whose resume already failed indeterminately once.
 	resumeRetried map[string]bool
 	heartbeatBusy bool
+	profileCache  profileCache
 	results       chan turnResult
 	spawns        chan spawnResult
 	wake          chan struct{}
