@@ -80,16 +80,20 @@ func (h *Harness) done(ids ...string) {
 }
 
 // replayJournal queues accepted events that never reached a terminal outcome, in order, before
-// any new event. Events of channels we are no longer in are finished. Events that were in flight
-// when we stopped count as answered if the agent has posted in their channel since the turn
-// began (its reply landed but the outcome was not recorded); otherwise they are prompted again.
+// any new event. Events of channels we are no longer in are finished. A batch that was in flight
+// when we stopped counts as answered if the agent's reply to it landed (the outcome just was not
+// recorded); otherwise it is prompted again.
 func (h *Harness) replayJournal(ctx context.Context) {
-	answered := map[string]bool{} // channel → the agent posted after its in-flight turn began
-	checked := map[string]bool{}
+	type batchKey struct {
+		ch string
+		at int64
+	}
+	inflight := map[batchKey][]*nostr.Event{}
+	var order []batchKey
 	n := 0
 	for _, e := range h.jrnl.Pending() {
-		var ev nostr.Event
-		if err := json.Unmarshal(e.Event, &ev); err != nil || ev.ID != e.EventID {
+		ev := new(nostr.Event)
+		if err := json.Unmarshal(e.Event, ev); err != nil || ev.ID != e.EventID {
 			h.log.Warn("journal: skipping unreadable entry", "event", e.EventID)
 			h.done(e.EventID)
 			continue
@@ -99,31 +103,65 @@ func (h *Harness) replayJournal(ctx context.Context) {
 			continue
 		}
 		if !e.InFlightAt.IsZero() {
-			if !checked[e.ChannelID] {
-				checked[e.ChannelID] = true
-				answered[e.ChannelID] = h.agentPostedSince(ctx, e.ChannelID, e.InFlightAt)
+			k := batchKey{e.ChannelID, e.InFlightAt.Unix()}
+			if inflight[k] == nil {
+				order = append(order, k)
 			}
-			if answered[e.ChannelID] {
-				h.log.Info("journal: in-flight event was already answered before the restart", "event", e.EventID)
-				h.done(e.EventID)
-				continue
-			}
+			inflight[k] = append(inflight[k], ev)
+			continue
 		}
 		h.seen.Add(ev.ID)
-		h.enqueue(e.ChannelID, &ev)
+		h.enqueue(e.ChannelID, ev)
 		n++
+	}
+	// In-flight batches go first: they were accepted before anything still waiting.
+	for i := len(order) - 1; i >= 0; i-- {
+		k := order[i]
+		evs := inflight[k]
+		if h.answered(ctx, k.ch, evs, time.Unix(k.at, 0)) {
+			h.log.Info("journal: batch in flight at the restart was already answered", "channel", k.ch, "events", len(evs))
+			for _, ev := range evs {
+				h.done(ev.ID)
+			}
+			continue
+		}
+		for j := len(evs) - 1; j >= 0; j-- {
+			h.seen.Add(evs[j].ID)
+			h.queue.PushFront(k.ch, evs[j], h.now())
+			n++
+		}
 	}
 	if n > 0 {
 		h.log.Info("replayed journal", "events", n)
+		h.poke()
 	}
 }
 
-// agentPostedSince reports whether the agent published a message in a channel at or after t.
-// On a failed query it says no: answering twice beats never answering.
-func (h *Harness) agentPostedSince(ctx context.Context, ch string, t time.Time) bool {
-	evs, err := h.query(ctx, nostr.Filter{Kinds: []int{protocol.KindStreamMessage}, Authors: []string{h.agent},
-		Tags: nostr.TagMap{"h": {ch}}, Since: ptrTS(t.Add(-time.Second)), Limit: 1})
-	return err == nil && len(evs) > 0
+// answered reports whether the agent has posted, at or after since, a message in ch that replies
+// to one of evs or to their thread: the sign that a turn's reply landed even though its outcome
+// was not recorded (the harness or the agent died first). On a failed query it says no:
+// answering twice beats never answering.
+func (h *Harness) answered(ctx context.Context, ch string, evs []*nostr.Event, since time.Time) bool {
+	refs := map[string]bool{}
+	for _, ev := range evs {
+		refs[ev.ID] = true
+		if root := protocol.ParseThread(ev.Tags).Root; root != "" {
+			refs[root] = true
+		}
+	}
+	got, err := h.query(ctx, nostr.Filter{Kinds: []int{protocol.KindStreamMessage}, Authors: []string{h.agent},
+		Tags: nostr.TagMap{"h": {ch}}, Since: ptrTS(since), Limit: 100})
+	if err != nil {
+		return false
+	}
+	for _, r := range got {
+		for _, t := range r.Tags {
+			if len(t) >= 2 && t[0] == "e" && refs[t[1]] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ownerCommand carries out !cancel, !rotate, !shutdown and !status and answers each — no-ops

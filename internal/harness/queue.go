@@ -91,6 +91,12 @@ func (q *Queue) Push(channelID string, ev *nostr.Event, now time.Time) (dropped 
 	return dropped
 }
 
+// PushFront puts an event at the head of its channel (journal replay of an interrupted batch).
+func (q *Queue) PushFront(channelID string, ev *nostr.Event, now time.Time) {
+	c := q.ch(channelID)
+	c.items = append([]queued{{Event: ev, ReceivedAt: now}}, c.items...)
+}
+
 // Next picks the ready channel with the oldest head event, drains up to maxBatch events sorted
 // by created_at, and marks the channel in flight. ok is false when nothing is ready.
 func (q *Queue) Next(now time.Time) (b *Batch, ok bool) {

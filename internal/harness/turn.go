@@ -46,6 +46,7 @@ type turnResult struct {
 	err        error
 	cause      error // why the turn's context was cancelled, if it was
 	resumeLost bool  // resume failed indeterminately: respawn and retry once
+	answered   bool  // the turn failed, but the agent's reply had already landed
 	outputAt   time.Time
 }
 
@@ -128,6 +129,10 @@ func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 	})
 	r.outputAt = in.proc.LastActivity()
 	dur := h.now().Sub(start)
+	if err != nil && isTransport(err) && ctx.Err() == nil {
+		// The agent died or timed out; its reply may already be in the channel.
+		r.answered = h.answered(context.WithoutCancel(ctx), in.channel.ID, in.batch.Events(), start)
+	}
 	if err != nil {
 		r.err = err
 		h.emit(in, "turn_ended", map[string]any{"error": err.Error(), "durationMs": dur.Milliseconds()})
@@ -190,6 +195,12 @@ func (h *Harness) finishTurn(ctx context.Context, r turnResult) {
 			_ = h.store.Touch(ch, h.now())
 		}
 		h.log.Info("turn done", "channel", ch, "stopReason", r.stop, "session", sess.ID)
+	case r.answered:
+		// The agent died after replying: respawn it, but do not prompt the batch again.
+		h.log.Warn("agent failed after replying; not retrying the batch", "channel", ch, "err", r.err)
+		h.queue.Complete(ch)
+		h.done(in.batch.IDs()...)
+		h.crashed(s)
 	case r.resumeLost && !in.retried:
 		// The agent died or timed out during resume: respawn it and try once more, at no cost.
 		h.resumeRetried[ch] = true

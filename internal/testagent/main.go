@@ -26,7 +26,8 @@
 //	agent_message_chunk and ends the turn. "codeword=X" in a content line is remembered in the
 //	session; content containing "codeword?" is answered "codeword: X".
 //
-//	TESTAGENT_REPLY=tmpl        reply text; {content} {codeword} {session} {count} are substituted
+//	TESTAGENT_REPLY=tmpl        reply text; {content} {codeword} {session} {count} are substituted, and
+//	                            {events}: the prompt's event ids, comma-separated
 //	                            (default "echo: {content}", content = first line of the last event)
 //	TESTAGENT_BUZZ=path         buzz CLI to run (default "buzz" on PATH); TESTAGENT_NO_CLI=1 skips it
 //	TESTAGENT_STREAM=N          split the reply into N agent_message_chunk updates (default 1)
@@ -466,7 +467,7 @@ func (a *agent) replyText(info promptInfo, sessionID, codeword string, count int
 		return "codeword: " + codeword
 	}
 	return strings.NewReplacer("{content}", content, "{codeword}", codeword, "{session}", sessionID,
-		"{count}", strconv.Itoa(count)).Replace(a.cfg.reply)
+		"{count}", strconv.Itoa(count), "{events}", strings.Join(info.EventIDs, ",")).Replace(a.cfg.reply)
 }
 
 func (a *agent) recordAnswer(method string, result json.RawMessage, err error) {

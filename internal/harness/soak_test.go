@@ -1,0 +1,208 @@
+package harness_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+)
+
+// TestSoakNothingLost sends mentions from several senders over several channels while buzz-acp is
+// SIGKILLed, its agent is SIGKILLed and the relay restarts, then checks that every mention was
+// answered exactly once (the test agent's reply lists the event ids of its prompt) or has exactly
+// one failure notice. BUZZ_SOAK=full runs the issue's size: 200 mentions, 10 channels, 10 harness
+// kills, 10 agent kills (`make soak`); the default is a smaller run for CI.
+func TestSoakNothingLost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("soak")
+	}
+	mentions, nChannels, harnessKills, agentKills := 40, 4, 3, 3
+	if os.Getenv("BUZZ_SOAK") == "full" {
+		mentions, nChannels, harnessKills, agentKills = 200, 10, 10, 10
+	}
+	seed := uint64(time.Now().UnixNano())
+	if v, err := strconv.ParseUint(os.Getenv("BUZZ_SOAK_SEED"), 10, 64); err == nil {
+		seed = v
+	}
+	rng := rand.New(rand.NewPCG(seed, 1))
+	t.Logf("soak: %d mentions, %d channels, %d harness kills, %d agent kills, 1 relay restart, seed %d",
+		mentions, nChannels, harnessKills, agentKills, seed)
+
+	s := newStack(t)
+	channels := []string{s.channel}
+	for i := 1; i < nChannels; i++ {
+		ch := s.relay.CreateChannel(t, s.ownerSK, fmt.Sprintf("soak%d", i), false)
+		s.relay.AddMember(t, s.ownerSK, ch, s.agentPK, "bot")
+		channels = append(channels, ch)
+	}
+	senders := []string{s.ownerSK}
+	for range 2 {
+		sk, _ := newKey(t)
+		senders = append(senders, sk)
+	}
+	activity := filepath.Join(t.TempDir(), "activity.jsonl")
+	args := []string{"--respond-to", "anyone", "--agents", "2", "--activity-log", activity, "--log-level", "info"}
+	env := []string{"TESTAGENT_REPLY=answered {events}"}
+	s.start(args, env...)
+
+	// Kill points, spread at random over the run; the relay restarts halfway.
+	actions := map[int][]string{mentions / 2: {"relay"}}
+	for range harnessKills {
+		i := 2 + rng.IntN(mentions-4)
+		actions[i] = append(actions[i], "harness")
+	}
+	for range agentKills {
+		i := 2 + rng.IntN(mentions-4)
+		actions[i] = append(actions[i], "agent")
+	}
+
+	sent := map[string]int{}
+	var order []string
+	for i := range mentions {
+		sk := senders[rng.IntN(len(senders))]
+		ev := nostr.Event{Kind: 9, Content: fmt.Sprintf("soak mention %d", i), CreatedAt: nostr.Now(),
+			Tags: nostr.Tags{{"h", channels[rng.IntN(len(channels))]}, {"p", s.agentPK}}}
+		if err := ev.Sign(sk); err != nil {
+			t.Fatal(err)
+		}
+		s.relay.Publish(t, sk, ev)
+		sent[ev.ID] = i
+		order = append(order, ev.ID)
+		time.Sleep(time.Duration(rng.IntN(40)) * time.Millisecond) // uneven pacing, so kills land mid-turn
+		for _, a := range actions[i] {
+			switch a {
+			case "harness":
+				pid := s.harness.Process.Pid
+				_ = syscall.Kill(pid, syscall.SIGKILL) // the harness only: its agents see EOF
+				<-s.exited
+				s.harness = nil
+				s.start(args, env...)
+			case "agent":
+				for _, pid := range childPIDs(s.harness.Process.Pid) {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			case "relay":
+				s.relay.Stop()
+				s.relay.Restart(t)
+			}
+		}
+	}
+
+	// Wait until every mention is accounted for, or give up after a bound.
+	deadline := time.Now().Add(3 * time.Minute)
+	var answers map[string]int
+	var dead map[string]int
+	for {
+		answers = s.answeredIDs(channels)
+		dead = deadLettered(t, activity)
+		missing := 0
+		for id := range sent {
+			if answers[id] == 0 && dead[id] == 0 {
+				missing++
+			}
+		}
+		if missing == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	var once, twice, noticed, lost int
+	for _, id := range order {
+		switch a, d := answers[id], dead[id]; {
+		case a == 1 && d == 0:
+			once++
+		case a == 0 && d == 1:
+			noticed++
+		case a == 0 && d == 0:
+			lost++
+			t.Errorf("mention %d (%s) was never answered", sent[id], id[:12])
+		default:
+			twice++
+			t.Errorf("mention %d (%s) answered %d times, %d failure notices", sent[id], id[:12], a, d)
+		}
+	}
+	t.Logf("soak result: %d answered once, %d failure notices, %d answered more than once, %d lost (of %d)",
+		once, noticed, twice, lost, mentions)
+	if path := os.Getenv("BUZZ_SOAK_REPORT"); path != "" {
+		_ = os.WriteFile(path, []byte(fmt.Sprintf("seed=%d mentions=%d channels=%d harness_kills=%d agent_kills=%d relay_restarts=1 answered_once=%d failure_notices=%d answered_twice=%d lost=%d\n",
+			seed, mentions, nChannels, harnessKills, agentKills, once, noticed, twice, lost)), 0o644)
+	}
+}
+
+// answeredIDs counts, per event id, the agent replies ("answered <ids>") that name it.
+func (s *stack) answeredIDs(channels []string) map[string]int {
+	out := map[string]int{}
+	evs := s.relay.Query(s.t, s.ownerSK, nostr.Filter{Kinds: []int{9}, Authors: []string{s.agentPK}, Tags: nostr.TagMap{"h": channels}, Limit: 2000})
+	for _, e := range evs {
+		rest, ok := strings.CutPrefix(e.Content, "answered ")
+		if !ok {
+			continue
+		}
+		for _, id := range strings.Split(rest, ",") {
+			out[strings.TrimSpace(id)]++
+		}
+	}
+	return out
+}
+
+// deadLettered counts dead_letter activity events per event id.
+func deadLettered(t *testing.T, path string) map[string]int {
+	out := map[string]int{}
+	f, err := os.Open(path)
+	if err != nil {
+		return out
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		var e struct {
+			Type string `json:"type"`
+			Data struct {
+				Events []string `json:"events"`
+			} `json:"data"`
+		}
+		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Type == "dead_letter" {
+			for _, id := range e.Data.Events {
+				out[id]++
+			}
+		}
+	}
+	return out
+}
+
+// childPIDs lists the direct children of pid (the harness's agent processes).
+func childPIDs(pid int) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// Fields after the command (in parentheses): state, ppid, ...
+		s := string(raw)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
