@@ -35,6 +35,7 @@ for entry in "${adapters[@]}"; do
   fi
   echo "install-adapters: installing $pkg@$ver into $dest"
   # Install into a scratch dir and rename, so an interrupted install never looks complete.
+  rm -rf "$root/.tmp-$dir".*
   tmp="$(mktemp -d "$root/.tmp-$dir.XXXXXX")"
   (
     cd "$tmp"

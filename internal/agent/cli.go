@@ -37,7 +37,13 @@ llama.cpp servers), anthropic (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL), echo
 		Version:       version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Args:          cobra.NoArgs,
+		// "acp" is accepted and ignored: harnesses written for goose pass it.
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 || (len(args) == 1 && args[0] == "acp") {
+				return nil
+			}
+			return fmt.Errorf("unexpected arguments %q (buzz-agent takes only flags)", args)
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			stderr := cmd.ErrOrStderr()
 			p, err := buildProvider(providerName, model, maxTokens, os.Getenv, stderr)

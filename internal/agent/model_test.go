@@ -366,3 +366,22 @@ func TestWriteAndReadFileToolsWorkInSessionCwd(t *testing.T) {
 		t.Errorf("permissions = %+v", p)
 	}
 }
+
+func TestUnreachableProviderEndsTheTurnWithAClearMessage(t *testing.T) {
+	srv := providertest.NewOpenAI(t, func(int, providertest.Request) providertest.Reply { return providertest.Reply{} })
+	base := srv.BaseURL
+	srv.Close() // nothing listens there any more
+	logs := &syncBuffer{}
+	p := provider.NewOpenAI(provider.OpenAIConfig{APIKey: "k", BaseURL: base})
+	c := startInProcess(t, Config{Provider: &provider.Retrying{Provider: p, Sleep: noSleep}, Log: logs})
+	sid := c.newSession(nil)
+	if res := c.prompt(sid, "hi"); res.StopReason != "end_turn" {
+		t.Errorf("stopReason = %q", res.StopReason)
+	}
+	if text := c.agentText(sid); !strings.Contains(text, "model provider error") || !strings.Contains(text, "connection refused") {
+		t.Errorf("reply = %q", text)
+	}
+	if !strings.Contains(logs.String(), "connection refused") {
+		t.Errorf("stderr = %q", logs.String())
+	}
+}

@@ -157,6 +157,31 @@ func (r toolRunner) abs(p string) string {
 	return filepath.Join(r.cwd, p)
 }
 
+// lookPathIn finds name on the PATH of env (not of this process, which
+// may differ when a caller gives tools their own environment). A name with
+// a slash, or one not found, is returned unchanged.
+func lookPathIn(name string, env []string) string {
+	if strings.Contains(name, "/") {
+		return name
+	}
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	return name
+}
+
 // cmdResult is the outcome of a child process.
 type cmdResult struct {
 	Output    string

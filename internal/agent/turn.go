@@ -39,10 +39,16 @@ func (t *turn) say(text string) {
 	t.update(acp.TextChunk(acp.UpdateAgentMessageChunk, text))
 }
 
+// record appends to the history and saves it at once, so a crash mid-turn
+// loses nothing already said or done.
 func (t *turn) record(msgs ...storedMessage) {
 	t.s.mu.Lock()
 	t.s.data.Messages = append(t.s.data.Messages, msgs...)
+	err := t.a.store.save(t.s.data)
 	t.s.mu.Unlock()
+	if err != nil {
+		t.a.logf("%v", err)
+	}
 }
 
 // snapshot copies what a model call needs, notices left out.
@@ -65,6 +71,7 @@ func (t *turn) runner(cwd string) toolRunner {
 // stderr, and keeps it in the history for replay.
 func (t *turn) notice(text string) {
 	t.a.logf("session %s: %s", t.id, text)
+	text = "buzz-agent: " + text
 	t.say(text)
 	t.record(storedMessage{Message: provider.Message{Role: provider.RoleAssistant, Text: text}, Notice: true})
 }
@@ -92,7 +99,7 @@ func (t *turn) model(userText string) string {
 				t.record(storedMessage{Message: provider.Message{Role: provider.RoleAssistant, Text: streamed.String()}})
 				t.say("\n\n")
 			}
-			t.notice(fmt.Sprintf("buzz-agent: model provider error, turn ended: %v", err))
+			t.notice(fmt.Sprintf("model provider error, turn ended: %v", err))
 			return stopEndTurn
 		}
 		t.usage = t.usage.Add(resp.Usage)
@@ -119,7 +126,7 @@ func (t *turn) model(userText string) string {
 			}
 		}
 	}
-	t.notice(fmt.Sprintf("buzz-agent: stopped after %d tool rounds without a final answer", t.a.cfg.MaxToolRounds))
+	t.notice(fmt.Sprintf("stopped after %d tool rounds without a final answer", t.a.cfg.MaxToolRounds))
 	return stopEndTurn
 }
 
@@ -251,7 +258,7 @@ func (t *turn) echo(blocks []string) string {
 	if !pi.HasEvent {
 		quote = fallbackQuote(blocks)
 	}
-	reply := fmt.Sprintf("echo: %s (standing context: %s)", truncateRunes(quote, maxQuote), standingSummary(system, firstUser, full, isFirst))
+	reply := fmt.Sprintf("echo: %s (standing context: %s)", defang(truncateRunes(quote, maxQuote)), standingSummary(system, firstUser, full, isFirst))
 	// Echo has no tokenizer: usage is a bytes/4 estimate.
 	t.usage = provider.Usage{InputTokens: int64(len(full)+3) / 4, OutputTokens: int64(len(reply)+3) / 4}
 
@@ -275,7 +282,7 @@ func (t *turn) echo(blocks []string) string {
 		"status": "pending", "rawInput": call.Input,
 	})
 	t.update(map[string]any{"sessionUpdate": acp.UpdateToolCallUpdate, "toolCallId": call.ID, "status": "in_progress"})
-	res := runCommand(t.ctx, cwd, t.a.cfg.Env, nil, t.a.cfg.ShellTimeout, t.a.cfg.MaxOutput, t.a.cfg.BuzzCommand, args...)
+	res := runCommand(t.ctx, cwd, t.a.cfg.Env, nil, t.a.cfg.ShellTimeout, t.a.cfg.MaxOutput, lookPathIn(t.a.cfg.BuzzCommand, t.a.cfg.Env), args...)
 	out := res.String()
 	status := "completed"
 	if res.Failed() {
@@ -293,9 +300,22 @@ func (t *turn) echo(blocks []string) string {
 		return stopCancelled
 	}
 	if res.Failed() {
-		t.notice(fmt.Sprintf("\nbuzz-agent: posting the echo reply failed: %s", strings.TrimSpace(out)))
+		t.say("\n")
+		t.notice(fmt.Sprintf("posting the echo reply failed: %s", strings.TrimSpace(out)))
 	}
 	return stopEndTurn
+}
+
+// zwsp is a zero-width space.
+const zwsp = "\u200b"
+
+// defang stops a quote from mentioning anyone: the buzz CLI turns @names and
+// nostr:npub URIs into p tags, and an echo that pings the agents it quotes
+// could set two echo agents talking to each other forever. A zero-width
+// space after each "@" and "nostr:" keeps the text readable but inert.
+func defang(s string) string {
+	s = strings.ReplaceAll(s, "@", "@"+zwsp)
+	return strings.ReplaceAll(s, "nostr:", "nostr:"+zwsp)
 }
 
 // standingSummary names where the session's standing sections came from.

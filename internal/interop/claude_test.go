@@ -2,6 +2,8 @@ package interop
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +25,21 @@ func startAnthropic(t *testing.T) *Anthropic {
 	return m
 }
 
+// manualPermissions makes Claude Code ask the client (session/request_permission, which buzz-acp
+// answers allow_once) instead of 0.101's default "auto" mode, where a model-side safety classifier
+// decides; the fake model does not imitate it, and Claude then denies the tool call
+// ("Classifier unavailable") without asking the client.
+func manualPermissions(t *testing.T, home string) {
+	t.Helper()
+	dir := filepath.Join(home, ".claude")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "settings.json"), []byte(`{"permissions":{"defaultMode":"default"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func claudeEnv(m *Anthropic) []string {
 	return []string{"ANTHROPIC_BASE_URL=" + m.URL, "ANTHROPIC_API_KEY=sk-ant-dummy"}
 }
@@ -34,6 +51,8 @@ func checkClaudeTurn(t *testing.T, a adapter) []acpLine {
 	node, script := a.command(t)
 	m := startAnthropic(t)
 	s := newStack(t)
+	t.Cleanup(func() { dumpOnFailure(t, s, m.Requests()) })
+	manualPermissions(t, s.home)
 	s.start(node, []string{script}, claudeEnv(m)...)
 
 	start := time.Now()
@@ -46,6 +65,7 @@ func checkClaudeTurn(t *testing.T, a adapter) []acpLine {
 	if ref := protocol.ParseThread(reply.Tags); ref.Parent != mention.ID {
 		t.Fatalf("reply not threaded under the mention: %+v", ref)
 	}
+	s.waitTurns(1, 30*time.Second)
 
 	var main int
 	for _, r := range m.Requests() {
@@ -64,21 +84,55 @@ func checkClaudeTurn(t *testing.T, a adapter) []acpLine {
 	if main < 2 {
 		t.Fatalf("%d model requests with tools, want ≥2 (tool_use, then tool_result)", main)
 	}
-	return s.acpLines(s.activity)
+	lines := s.acpLines(s.activity)
+	checkPermissionAllowed(t, lines)
+	return lines
+}
+
+// checkPermissionAllowed: the agent asked before running Bash and buzz-acp's answer (its default
+// --permissions allow) was the allow_once option.
+func checkPermissionAllowed(t *testing.T, lines []acpLine) {
+	t.Helper()
+	var asked json.RawMessage
+	kinds := map[string]string{} // optionId → kind, from the request
+	for _, l := range lines {
+		if l.Dir == "recv" && l.Method == "session/request_permission" {
+			asked = l.ID
+			var p struct {
+				Options []struct{ OptionID, Kind string } `json:"options"`
+			}
+			_ = json.Unmarshal(l.Params, &p)
+			for _, o := range p.Options {
+				kinds[o.OptionID] = o.Kind
+			}
+			continue
+		}
+		if asked != nil && l.Dir == "send" && l.Method == "" && string(l.ID) == string(asked) {
+			var r struct {
+				Outcome struct{ Outcome, OptionID string } `json:"outcome"`
+			}
+			_ = json.Unmarshal(l.Result, &r)
+			if r.Outcome.Outcome != "selected" || kinds[r.Outcome.OptionID] != "allow_once" {
+				t.Fatalf("permission answer %s, want the allow_once option (options %v)", l.Raw, kinds)
+			}
+			return
+		}
+	}
+	t.Fatalf("no session/request_permission answered (asked id %s)", asked)
 }
 
 func TestClaudeAgentACP0101GetsBasePromptAsSpecSystemPrompt(t *testing.T) {
 	lines := checkClaudeTurn(t, claudeACP)
-	news := sent(lines, "session/new")
-	if len(news) != 1 {
-		t.Fatalf("session/new sent %d times, want 1", len(news))
-	}
 	var p struct {
 		SystemPrompt *struct {
-			Mode    string `json:"mode"`
+			Mode    string                  `json:"mode"`
 			Content []struct{ Text string } `json:"content"`
 		} `json:"systemPrompt"`
 		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	news := sent(lines, "session/new")
+	if len(news) != 1 {
+		t.Fatalf("session/new sent %d times, want 1", len(news))
 	}
 	if err := json.Unmarshal(news[0], &p); err != nil {
 		t.Fatal(err)

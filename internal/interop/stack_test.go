@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -310,4 +311,60 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// dumpOnFailure logs what the model saw and the ACP exchange, to explain a failed interop test.
+func dumpOnFailure(t *testing.T, s *stack, reqs []Request) {
+	if !t.Failed() {
+		return
+	}
+	for i, r := range reqs {
+		if d := os.Getenv("INTEROP_DUMP_DIR"); d != "" {
+			_ = os.WriteFile(filepath.Join(d, fmt.Sprintf("req-%02d.json", i)), r.Body, 0o600)
+		}
+		last := r.LastUser()
+		t.Logf("model request %d %s tools=%v system=%.200q last user (toolResult=%v)=%.600q",
+			i, r.Path, r.ToolNames, r.System, last.HasToolResult, last.Text)
+	}
+	if s.activity != "" {
+		for _, l := range s.acpLines(s.activity) {
+			t.Logf("acp %s %.500s", l.Dir, l.Raw)
+		}
+	}
+}
+
+// waitTurns waits until buzz-acp has logged n finished turns in this run, so everything the model
+// was asked during them has been recorded.
+func (s *stack) waitTurns(n int, timeout time.Duration) {
+	s.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for strings.Count(s.logs.String(), `msg="turn done"`) < n {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("fewer than %d turns done within %v; output:\n%s", n, timeout, s.logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// resultOf returns the agent's result for the single request of method buzz-acp sent, failing
+// unless there was exactly one such request and it was answered.
+func resultOf(t *testing.T, lines []acpLine, method string) json.RawMessage {
+	t.Helper()
+	var id json.RawMessage
+	n := 0
+	for _, l := range lines {
+		if l.Dir == "send" && l.Method == method {
+			id, n = l.ID, n+1
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%s sent %d times, want 1", method, n)
+	}
+	for _, l := range lines {
+		if l.Dir == "recv" && l.Method == "" && string(l.ID) == string(id) && l.Result != nil {
+			return l.Result
+		}
+	}
+	t.Fatalf("%s (id %s) was never answered", method, id)
+	return nil
 }

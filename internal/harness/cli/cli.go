@@ -199,6 +199,11 @@ func (o *options) config(stderr io.Writer) (harness.Config, func(), error) {
 		}
 	default:
 		cfg.BasePrompt = prompt.DefaultBasePrompt()
+		if cfg.BuzzCLIDir != "" {
+			// Login shells (bash -l, as codex uses) reset PATH; name the CLI's absolute path too.
+			cfg.BasePrompt += "\n\nThe `buzz` CLI is at `" + filepath.Join(cfg.BuzzCLIDir, "buzz") +
+				"`; use that path if `buzz` is not found on PATH."
+		}
 	}
 	cfg.SystemPrompt = o.systemPrompt
 	if o.systemPromptFile != "" {
