@@ -43,7 +43,7 @@ type stack struct {
 func newStack(t testing.TB) *stack {
 	t.Helper()
 	s := &stack{t: t, relay: relaytest.Start(t)}
-	s.bin = testbin.Dir(t, "cmd/buzz", "cmd/buzz-acp", "internal/testagent")
+	s.bin = testbin.Dir(t, "cmd/buzz", "cmd/buzz-acp", "cmd/buzz-agent", "internal/testagent")
 	s.ownerSK, s.ownerPK = newKey(t)
 	s.agentSK, s.agentPK = newKey(t)
 	s.channel = s.relay.CreateChannel(t, s.ownerSK, "general", false)
