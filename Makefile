@@ -18,4 +18,11 @@ up:
 	$(GO) run ./cmd/buzz up
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./internal/harness/ ./internal/prompt/
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/relay/ ./internal/sessionstore/ ./internal/journal/ ./internal/observer/
+
+# The issue-size crash soak: 200 mentions over 10 channels from 3 senders while buzz-acp is
+# SIGKILLed 10 times and its agent 10 times, with a relay restart. Prints the counts.
+soak:
+	BUZZ_SOAK=full BUZZ_SOAK_REPORT=soak-report.txt $(GO) test -count=1 -run TestSoakNothingLost -v -timeout 20m ./internal/harness/
+	@cat internal/harness/soak-report.txt

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/buzz-harness/buzz/internal/console"
 	"github.com/buzz-harness/buzz/internal/harness"
 	"github.com/buzz-harness/buzz/internal/observer"
 	"github.com/buzz-harness/buzz/internal/prompt"
@@ -45,7 +46,7 @@ type options struct {
 	heartbeatPrompt, heartbeatPromptFile           string
 	stateDir                                       string
 	noResumeSessions                               bool
-	activityLog, logLevel                          string
+	activityLog, activityAddr, logLevel            string
 }
 
 // Command returns the buzz-acp root command.
@@ -64,6 +65,13 @@ func Command() *cobra.Command {
 				return err
 			}
 			defer closeLog()
+			if o.activityAddr != "" {
+				url, err := console.ServeActivity(cmd.Context(), o.activityAddr, cfg.Observer)
+				if err != nil {
+					return fmt.Errorf("--activity-addr: %w", err)
+				}
+				fmt.Fprintln(cmd.ErrOrStderr(), "buzz-acp activity console:", url)
+			}
 			h, err := harness.New(cfg)
 			if err != nil {
 				return err
@@ -103,6 +111,7 @@ func Command() *cobra.Command {
 	str(f, &o.stateDir, "state-dir", "BUZZ_ACP_STATE_DIR", "", "where the session store lives (default <cwd>/.buzz-acp)")
 	boolean(f, &o.noResumeSessions, "no-resume-sessions", "BUZZ_ACP_NO_RESUME_SESSIONS", "do not remember or resume channel sessions")
 	str(f, &o.activityLog, "activity-log", "BUZZ_ACP_ACTIVITY_LOG", "", "write the activity feed to this file as JSON lines")
+	str(f, &o.activityAddr, "activity-addr", "BUZZ_ACP_ACTIVITY_ADDR", "", "serve the activity console on this loopback address (e.g. 127.0.0.1:3002)")
 	str(f, &o.logLevel, "log-level", "BUZZ_ACP_LOG_LEVEL", "info", "debug, info, warn or error")
 	cmd.MarkFlagsMutuallyExclusive("system-prompt", "system-prompt-file")
 	cmd.MarkFlagsMutuallyExclusive("heartbeat-prompt", "heartbeat-prompt-file")

@@ -1,0 +1,77 @@
+package cli
+
+import (
+	"errors"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/buzz-harness/buzz/internal/stack"
+)
+
+func init() { Register(upCommand) }
+
+// upCommand is `buzz up`: relay, harness, agent and web console in one process tree.
+func upCommand() *cobra.Command {
+	var cfg stack.Config
+	var agentArgs string
+	var printEnv bool
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Run the whole stack here: relay, harness, agent and web console (Ctrl-C stops it)",
+		Long: `buzz up starts, in one process tree, a relay (SQLite under --data-dir), the harness and an
+agent (buzz-agent: echo mode unless OPENAI_API_KEY or ANTHROPIC_API_KEY is set), plus a web console
+on 127.0.0.1. The first start creates an owner and an agent identity and a #general channel in the
+data dir; later starts reuse them and resume the agent's channel sessions.
+
+Use --agent-command/--agent-args to run any ACP agent instead (claude-agent-acp, codex-acp, goose).
+eval "$(buzz up --print-env)" lets you use the buzz CLI as the owner.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if printEnv {
+				return upError(stack.PrintEnv(cmd.OutOrStdout(), cfg.DataDir, cfg.RelayAddr))
+			}
+			cfg.AgentArgs = splitComma(agentArgs)
+			cfg.Out = cmd.OutOrStdout()
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return upError(stack.Run(ctx, cfg))
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.DataDir, "data-dir", stack.DefaultDataDir, "where keys, the relay database and session state live")
+	f.StringVar(&cfg.RelayAddr, "relay-addr", stack.DefaultRelayAddr, "relay listen address")
+	f.StringVar(&cfg.ConsoleAddr, "console-addr", stack.DefaultConsoleAddr, "web console listen address (loopback only)")
+	f.StringVar(&cfg.AgentCommand, "agent-command", stack.DefaultAgent, "ACP agent to run")
+	f.StringVar(&agentArgs, "agent-args", "", "agent arguments, comma-separated")
+	f.StringVar(&cfg.AgentName, "agent-name", stack.DefaultAgentName, "the agent's profile name (set on first start, then kept)")
+	f.StringVar(&cfg.SystemPrompt, "system-prompt", "", "persona text for the agent, sent as [System]")
+	f.StringVar(&cfg.TeamInstructions, "team-instructions", "", "team instructions, sent as [Team Instructions]")
+	f.BoolVar(&printEnv, "print-env", false, "print BUZZ_RELAY_URL/BUZZ_PRIVATE_KEY exports for the owner and exit")
+	return cmd
+}
+
+func upError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var se *stack.Error
+	if errors.As(err, &se) {
+		return &Error{Category: "up_error", Message: se.Msg, Code: ExitUsage}
+	}
+	return &Error{Category: "error", Message: err.Error(), Code: ExitOther}
+}
+
+// splitComma splits --agent-args as buzz-acp does: comma-separated, blanks dropped.
+func splitComma(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,322 @@
+package console_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/buzz-harness/buzz/internal/stack"
+	"github.com/buzz-harness/buzz/internal/testbin"
+)
+
+const chromiumPath = "/usr/bin/chromium"
+
+// browser starts headless Chromium for one test. Without Chromium the test is skipped locally
+// but fails under CI, which installs it (apt-get install -y chromium).
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		if ci := os.Getenv("CI"); ci != "" && ci != "false" && ci != "0" {
+			t.Fatalf("%s is missing but CI is set: install it with `apt-get install -y chromium`", chromiumPath)
+		}
+		t.Skipf("%s not installed (apt-get install -y chromium); skipping the browser test", chromiumPath)
+	}
+	// Build the binaries before the browser's deadline starts: a cold build can take a while.
+	testbin.Dir(t, "cmd/buzz", "internal/testagent")
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromiumPath),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(func() { cancelTimeout(); cancelCtx(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx
+}
+
+// place is where a stack keeps its state; reusing one across starts is a restart.
+type place struct {
+	dataDir, relayAddr, agentState, cwd string
+}
+
+func newPlace(t *testing.T) place {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return place{dataDir: filepath.Join(t.TempDir(), "data"), relayAddr: addr, agentState: t.TempDir(), cwd: t.TempDir()}
+}
+
+// upWithTestAgent runs the real stack (relay, harness, console) in-process with the scripted
+// test agent; env selects the agent's capabilities and so the system-prompt route. The
+// returned stop ends it (also done at cleanup).
+func upWithTestAgent(t *testing.T, p place, env ...string) (stack.Info, func()) {
+	t.Helper()
+	bin := testbin.Dir(t, "cmd/buzz", "internal/testagent")
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan stack.Info, 1)
+	done := make(chan error, 1)
+	cfg := stack.Config{
+		DataDir:          p.dataDir,
+		RelayAddr:        p.relayAddr,
+		ConsoleAddr:      "127.0.0.1:0",
+		AgentCommand:     filepath.Join(bin, "testagent"),
+		AgentEnv:         append([]string{"TESTAGENT_STATE_DIR=" + p.agentState, "TESTAGENT_STREAM=3"}, env...),
+		AgentCwd:         p.cwd,
+		BuzzCLIDir:       bin,
+		SystemPrompt:     "You are the team's release helper. Keep answers short.",
+		TeamInstructions: "Post status updates in #general. Never force-push.",
+		Ready:            func(i stack.Info) { ready <- i },
+	}
+	go func() { done <- stack.Run(ctx, cfg) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("stack.Run: %v", err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Error("stack did not stop within 20s")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	select {
+	case info := <-ready:
+		return info, stop
+	case err := <-done:
+		t.Fatalf("stack.Run: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("stack did not come up within 30s")
+	}
+	return stack.Info{}, stop
+}
+
+// docsDir is <module>/docs, where the README's screenshots live.
+func docsDir(t *testing.T) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "docs")
+}
+
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if os.Getenv("BUZZ_WRITE_SCREENSHOTS") == "" {
+		return // only refresh docs/ when asked, so test runs leave the tree unchanged
+	}
+	if err := os.MkdirAll(docsDir(t), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(docsDir(t), name), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func textsOf(ctx context.Context, sel string) ([]string, error) {
+	return chromedp.Run(ctx, chromedp.Evaluate[[]string](
+		`Array.from(document.querySelectorAll(`+jsString(sel)+`)).map(e => e.textContent)`))
+}
+
+func jsString(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+}
+
+// sendFromComposer types a message into the composer and submits it.
+func sendFromComposer(t *testing.T, ctx context.Context, text string) {
+	t.Helper()
+	err := chromedp.Do(ctx,
+		chromedp.WaitVisible(chromedp.CSS(`#channels li.active`)),
+		chromedp.SendKeys(chromedp.CSS(`#compose-text`), text),
+		chromedp.Click(chromedp.CSS(`#send`)),
+	)
+	if err != nil {
+		t.Fatalf("send from composer: %v", err)
+	}
+}
+
+func checkSystemPromptCard(t *testing.T, ctx context.Context, route string, want []string) {
+	t.Helper()
+	card := `details.sysprompt[data-route="` + route + `"]`
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#tab-activity`)), chromedp.WaitReady(chromedp.CSS(card))); err != nil {
+		t.Fatalf("no System prompt card for route %s: %v", route, err)
+	}
+	open, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector(`+jsString(card)+`).open`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if open {
+		t.Error("System prompt card is expanded; want collapsed by default")
+	}
+	labels, err := textsOf(ctx, card+` .section > summary`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(labels, " ") != strings.Join(want, " ") {
+		t.Errorf("System prompt sections = %q, want %q", labels, want)
+	}
+	bodies, err := textsOf(ctx, card+` .section > pre`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(bodies, "\n"), "release helper") {
+		t.Errorf("section bodies do not carry the [System] text: %q", bodies)
+	}
+}
+
+func TestConsoleComposerMentionGetsThreadedReplyAndSpecRouteSystemPromptCard(t *testing.T) {
+	ctx := browser(t)
+	info, _ := upWithTestAgent(t, newPlace(t), "TESTAGENT_CAPS=systemPrompt")
+	if err := chromedp.Do(ctx, chromedp.Navigate(info.ConsoleURL)); err != nil {
+		t.Fatal(err)
+	}
+	sendFromComposer(t, ctx, "@"+info.AgentName+" please summarize the release plan")
+
+	// The agent answers in the thread of our message; the page updates without a reload.
+	reply := `.msg[data-pubkey="` + info.Agent.Pubkey + `"]`
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`.thread `+reply))); err != nil {
+		t.Fatalf("agent reply never appeared in the thread: %v", err)
+	}
+	bodies, err := textsOf(ctx, `.thread `+reply+` .body`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bodies) != 1 || !strings.Contains(bodies[0], "please summarize the release plan") {
+		t.Errorf("agent reply bodies = %q", bodies)
+	}
+	screenshot(t, ctx, "console-chat.png")
+
+	checkSystemPromptCard(t, ctx, "system_prompt", []string{"[Workspace]", "[Base]", "[System]", "[Team Instructions]"})
+	// The rest of the turn: prompt context, the prompt, streamed reply and the stop reason.
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`.card.end[data-stop="end_turn"]`))); err != nil {
+		t.Fatalf("turn end not shown: %v", err)
+	}
+	if n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('.turn').length`)); err != nil || n != 1 {
+		t.Errorf("%d turn cards (err %v), want 1", n, err)
+	}
+	ctxCard, err := textsOf(ctx, `.card.ctx`)
+	if err != nil || len(ctxCard) == 0 || !strings.Contains(ctxCard[0], "spec systemPrompt") || !strings.Contains(ctxCard[0], "standing includedno") {
+		t.Errorf("prompt context card = %q (err %v)", ctxCard, err)
+	}
+	msgs, err := textsOf(ctx, `.card.agent-msg`)
+	if err != nil || len(msgs) != 1 || !strings.Contains(msgs[0], "please summarize the release plan") {
+		t.Errorf("streamed agent message = %q (err %v); want the three chunks joined in one card", msgs, err)
+	}
+	// Open the card and its [System] section for the screenshot.
+	if err := chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`details.sysprompt > summary`)),
+		chromedp.Click(chromedp.CSS(`details.section[data-label="System"] > summary`)),
+		chromedp.Click(chromedp.CSS(`details.section[data-label="Team Instructions"] > summary`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	screenshot(t, ctx, "console-activity.png")
+}
+
+func TestConsoleShowsUserMessageRouteSystemPromptSplitIntoSections(t *testing.T) {
+	ctx := browser(t)
+	info, _ := upWithTestAgent(t, newPlace(t)) // no systemPrompt capability: standing context leads the first prompt
+	if err := chromedp.Do(ctx, chromedp.Navigate(info.ConsoleURL)); err != nil {
+		t.Fatal(err)
+	}
+	sendFromComposer(t, ctx, "@"+info.AgentName+" hi")
+	checkSystemPromptCard(t, ctx, "user_message", []string{"[Base]", "[System]", "[Team Instructions]"})
+	ctxCard, err := textsOf(ctx, `.card.ctx`)
+	if err != nil || len(ctxCard) == 0 || !strings.Contains(ctxCard[0], "standing includedyes") {
+		t.Errorf("prompt context card = %q (err %v); want standing included", ctxCard, err)
+	}
+}
+
+func TestConsoleRendersMessageMarkupAsText(t *testing.T) {
+	ctx := browser(t)
+	info, _ := upWithTestAgent(t, newPlace(t))
+	if err := chromedp.Do(ctx, chromedp.Navigate(info.ConsoleURL)); err != nil {
+		t.Fatal(err)
+	}
+	evil := `<img src=x onerror="window.__pwned=1"><b>bold</b>`
+	sendFromComposer(t, ctx, evil)
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`.msg .body`))); err != nil {
+		t.Fatal(err)
+	}
+	text, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('.msg .body').textContent`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pwned, err := chromedp.Run(ctx, chromedp.Evaluate[int](`window.__pwned ? 1 : 0`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	imgs, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('.msg img, .msg b').length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text != evil || pwned != 0 || imgs != 0 {
+		t.Errorf("message rendered as markup: text %q, script ran %v, elements %d", text, pwned == 1, imgs)
+	}
+}
+
+func TestConsoleShowsReplayedHistoryAsHistoryAfterRestart(t *testing.T) {
+	ctx := browser(t)
+	p := newPlace(t)
+	info, stop := upWithTestAgent(t, p, "TESTAGENT_CAPS=systemPrompt")
+	if err := chromedp.Do(ctx, chromedp.Navigate(info.ConsoleURL)); err != nil {
+		t.Fatal(err)
+	}
+	sendFromComposer(t, ctx, "@"+info.AgentName+" first question")
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`.thread .msg[data-pubkey="`+info.Agent.Pubkey+`"]`))); err != nil {
+		t.Fatalf("no first reply: %v", err)
+	}
+	stop()
+
+	// Second start on the same data dir and port: the harness resumes the session with
+	// session/load, and the agent replays the first turn.
+	info, _ = upWithTestAgent(t, p, "TESTAGENT_CAPS=systemPrompt")
+	if err := chromedp.Do(ctx, chromedp.Navigate(info.ConsoleURL)); err != nil {
+		t.Fatal(err)
+	}
+	sendFromComposer(t, ctx, "@"+info.AgentName+" second question")
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#tab-activity`)), chromedp.WaitVisible(chromedp.CSS(`.card.end`))); err != nil {
+		t.Fatalf("second turn never ended: %v", err)
+	}
+	lines, err := textsOf(ctx, `.session-line`)
+	if err != nil || len(lines) != 1 || !strings.HasPrefix(lines[0], "Resumed session") {
+		t.Errorf("session lines = %q (err %v), want one resume", lines, err)
+	}
+	history, err := textsOf(ctx, `.card.history .h-item`)
+	if err != nil || !strings.Contains(strings.Join(history, "\n"), "first question") {
+		t.Errorf("history items = %q (err %v), want the replayed first turn", history, err)
+	}
+	live, err := textsOf(ctx, `.card.agent-msg`)
+	if err != nil || len(live) != 1 || !strings.Contains(live[0], "second question") || strings.Contains(live[0], "first question") {
+		t.Errorf("live agent messages = %q (err %v), want only the second answer", live, err)
+	}
+}

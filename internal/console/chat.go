@@ -1,0 +1,538 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/buzz-harness/buzz/internal/client"
+	"github.com/buzz-harness/buzz/internal/protocol"
+)
+
+// Limits for what the composer may send and how much history a channel view loads.
+const (
+	maxContentBytes = 64 << 10
+	historyLimit    = 300
+	liveSubID       = "console-messages"
+)
+
+var chatKinds = []int{protocol.KindStreamMessage, protocol.KindStreamMessageV2}
+
+type person struct {
+	Pubkey  string `json:"pubkey"`
+	Npub    string `json:"npub"`
+	Name    string `json:"name"`
+	Role    string `json:"role,omitempty"`
+	IsAgent bool   `json:"isAgent,omitempty"`
+	IsOwner bool   `json:"isOwner,omitempty"`
+}
+
+type channelInfo struct {
+	ID      string   `json:"id"`
+	Name    string   `json:"name"`
+	Members []person `json:"members"`
+}
+
+// message is one chat message as the browser sees it.
+type message struct {
+	ID        string   `json:"id"`
+	Channel   string   `json:"channel"`
+	Pubkey    string   `json:"pubkey"`
+	Name      string   `json:"name"`
+	Content   string   `json:"content"`
+	CreatedAt int64    `json:"createdAt"`
+	Root      string   `json:"root,omitempty"`
+	Parent    string   `json:"parent,omitempty"`
+	Mentions  []string `json:"mentions"`
+	IsAgent   bool     `json:"isAgent,omitempty"`
+	IsOwner   bool     `json:"isOwner,omitempty"`
+}
+
+// relayBridge is what chat needs of the relay's HTTP bridge.
+type relayBridge interface {
+	Query(ctx context.Context, filters ...client.Filter) ([]nostr.Event, error)
+	Publish(ctx context.Context, ev *nostr.Event) (client.PublishResult, error)
+	PublicKey() string
+}
+
+// chat reads and posts channel messages as the owner and pushes new ones to browsers.
+type chat struct {
+	bridge relayBridge
+	live   *client.Live
+	owner  string
+	agent  string
+	log    *slog.Logger
+	hub    *hub
+
+	mu    sync.Mutex
+	names map[string]string // pubkey → profile name
+}
+
+func newChat(relayURL, ownerKey, agent string, log *slog.Logger) (*chat, error) {
+	sk, err := protocol.ParseSecretKey(ownerKey)
+	if err != nil {
+		return nil, err
+	}
+	b := client.NewBridge(relayURL, sk)
+	return &chat{
+		bridge: b,
+		live:   client.NewLive(client.LiveConfig{RelayURL: relayURL, SecretKey: sk, Logger: log}),
+		owner:  b.PublicKey(),
+		agent:  agent,
+		log:    log,
+		hub:    newHub(),
+		names:  map[string]string{},
+	}, nil
+}
+
+// run subscribes to the owner's channels and fans new messages out to browsers.
+func (c *chat) run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- c.live.Run(ctx) }()
+	go func() {
+		// The channel list is read over HTTP; retry briefly in case the relay is still starting.
+		for i := 0; i < 20 && ctx.Err() == nil; i++ {
+			qctx, qcancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err := c.state(qctx)
+			qcancel()
+			if err == nil {
+				return
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-done:
+			return err
+		case in, ok := <-c.live.Events():
+			if !ok {
+				return <-done
+			}
+			if in.Event == nil {
+				continue
+			}
+			ch, _ := protocol.ChannelID(in.Event.Tags)
+			m := c.toMessage(ctx, in.Event, ch)
+			c.hub.publish(m)
+		}
+	}
+}
+
+// state lists the owner's channels with members and names, and keeps the live subscription
+// covering all of them.
+func (c *chat) state(ctx context.Context) (stateResp, error) {
+	mems, err := c.bridge.Query(ctx, client.F(nostr.Filter{Kinds: []int{protocol.KindGroupMembers}, Tags: nostr.TagMap{"p": {c.owner}}, Limit: 500})...)
+	if err != nil {
+		return stateResp{}, err
+	}
+	members := map[string][]protocol.Member{}
+	for _, ev := range newestByD(mems) {
+		ms := protocol.ParseMembers(&ev)
+		for _, m := range ms {
+			if m.Pubkey == c.owner {
+				members[protocol.TagValue(ev.Tags, "d")] = ms
+				break
+			}
+		}
+	}
+	ids := make([]string, 0, len(members))
+	for id := range members {
+		ids = append(ids, id)
+	}
+	st := stateResp{Mode: "full", Channels: []channelInfo{}}
+	var metas []nostr.Event
+	if len(ids) > 0 {
+		if metas, err = c.bridge.Query(ctx, client.F(nostr.Filter{Kinds: []int{protocol.KindGroupMetadata}, Tags: nostr.TagMap{"d": ids}, Limit: 500})...); err != nil {
+			return stateResp{}, err
+		}
+	}
+	pks := []string{c.owner}
+	if c.agent != "" {
+		pks = append(pks, c.agent)
+	}
+	for _, ms := range members {
+		for _, m := range ms {
+			pks = append(pks, m.Pubkey)
+		}
+	}
+	c.loadNames(ctx, pks)
+	for _, ev := range newestByD(metas) {
+		meta := protocol.ParseChannelMeta(&ev)
+		if meta.Archived {
+			continue
+		}
+		ci := channelInfo{ID: meta.ID, Name: meta.Name, Members: []person{}}
+		for _, m := range members[meta.ID] {
+			p := c.person(m.Pubkey)
+			p.Role = m.Role
+			ci.Members = append(ci.Members, p)
+		}
+		st.Channels = append(st.Channels, ci)
+	}
+	sort.Slice(st.Channels, func(i, j int) bool {
+		if (st.Channels[i].Name == "general") != (st.Channels[j].Name == "general") {
+			return st.Channels[i].Name == "general"
+		}
+		return st.Channels[i].Name < st.Channels[j].Name
+	})
+	owner := c.person(c.owner)
+	st.Owner = &owner
+	if c.agent != "" {
+		agent := c.person(c.agent)
+		st.Agent = &agent
+	}
+	if len(ids) > 0 {
+		sort.Strings(ids)
+		since := nostr.Timestamp(time.Now().Add(-10 * time.Second).Unix())
+		c.live.Subscribe(liveSubID, nostr.Filter{Kinds: chatKinds, Tags: nostr.TagMap{"h": ids}, Since: &since})
+	}
+	return st, nil
+}
+
+// history returns a channel's recent messages, oldest first.
+func (c *chat) history(ctx context.Context, ch string) ([]message, error) {
+	ch = strings.ToLower(strings.TrimSpace(ch))
+	if !protocol.IsUUID(ch) {
+		return nil, &badRequest{"channel must be a channel UUID"}
+	}
+	evs, err := c.bridge.Query(ctx, client.F(nostr.Filter{Kinds: chatKinds, Tags: nostr.TagMap{"h": {ch}}, Limit: historyLimit})...)
+	if err != nil {
+		return nil, err
+	}
+	sort.SliceStable(evs, func(i, j int) bool {
+		if evs[i].CreatedAt != evs[j].CreatedAt {
+			return evs[i].CreatedAt < evs[j].CreatedAt
+		}
+		return evs[i].ID < evs[j].ID
+	})
+	pks := make([]string, 0, len(evs))
+	for _, ev := range evs {
+		pks = append(pks, ev.PubKey)
+	}
+	c.loadNames(ctx, pks)
+	out := make([]message, 0, len(evs))
+	for i := range evs {
+		out = append(out, c.toMessage(ctx, &evs[i], ch))
+	}
+	return out, nil
+}
+
+// send posts the composer's message as the owner: @name mentions of channel members become p
+// tags, and a reply gets NIP-10 root/reply tags.
+func (c *chat) send(ctx context.Context, req postReq) (message, error) {
+	ch := strings.ToLower(strings.TrimSpace(req.Channel))
+	if !protocol.IsUUID(ch) {
+		return message{}, &badRequest{"channel must be a channel UUID"}
+	}
+	if strings.TrimSpace(req.Content) == "" {
+		return message{}, &badRequest{"message is empty"}
+	}
+	if len(req.Content) > maxContentBytes || !utf8.ValidString(req.Content) {
+		return message{}, &badRequest{"message must be valid UTF-8 of at most 64 KiB"}
+	}
+	tags := nostr.Tags{{"h", ch}}
+	if req.ReplyTo != "" {
+		parentID := strings.ToLower(strings.TrimSpace(req.ReplyTo))
+		if !protocol.IsHex64(parentID) {
+			return message{}, &badRequest{"replyTo must be a 64-hex event id"}
+		}
+		parents, err := c.bridge.Query(ctx, client.F(nostr.Filter{IDs: []string{parentID}, Limit: 1})...)
+		if err != nil {
+			return message{}, err
+		}
+		if len(parents) == 0 {
+			return message{}, &badRequest{"the message you reply to was not found"}
+		}
+		root := protocol.ParseThread(parents[0].Tags).Root
+		if root == "" {
+			root = parentID
+		}
+		tags = append(tags, protocol.ReplyTags(root, parentID)...)
+	}
+	names, err := c.memberNames(ctx, ch)
+	if err != nil {
+		return message{}, err
+	}
+	for _, pk := range MentionedPubkeys(req.Content, names) {
+		tags = append(tags, nostr.Tag{"p", pk})
+	}
+	ev := &nostr.Event{Kind: protocol.KindStreamMessage, Content: req.Content, Tags: tags, CreatedAt: nostr.Now()}
+	res, err := c.bridge.Publish(ctx, ev)
+	if err != nil {
+		return message{}, err
+	}
+	if !res.Accepted {
+		return message{}, &badRequest{"relay refused the message: " + res.Message}
+	}
+	return c.toMessage(ctx, ev, ch), nil
+}
+
+// memberNames maps each member's profile name to their pubkey.
+func (c *chat) memberNames(ctx context.Context, ch string) (map[string]string, error) {
+	evs, err := c.bridge.Query(ctx, client.F(nostr.Filter{Kinds: []int{protocol.KindGroupMembers}, Tags: nostr.TagMap{"d": {ch}}, Limit: 1})...)
+	if err != nil {
+		return nil, err
+	}
+	var pks []string
+	for _, ev := range newestByD(evs) {
+		for _, m := range protocol.ParseMembers(&ev) {
+			pks = append(pks, m.Pubkey)
+		}
+	}
+	c.loadNames(ctx, pks)
+	out := map[string]string{}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, pk := range pks {
+		if n := c.names[pk]; n != "" {
+			out[n] = pk
+		}
+	}
+	return out, nil
+}
+
+// MentionedPubkeys returns, in order of first appearance, the pubkeys whose name appears as
+// "@name" in text (case-insensitive, not inside a longer word or name, not inside code).
+func MentionedPubkeys(text string, names map[string]string) []string {
+	lower := strings.ToLower(maskCode(text))
+	type hit struct {
+		at int
+		pk string
+	}
+	var hits []hit
+	for name, pk := range names {
+		n := "@" + strings.ToLower(name)
+		for from := 0; ; {
+			i := strings.Index(lower[from:], n)
+			if i < 0 {
+				break
+			}
+			i += from
+			end := i + len(n)
+			before := i == 0 || !nameByte(lower[i-1])
+			after := end == len(lower) || !nameByte(lower[end]) || (lower[end] == '.' && (end+1 == len(lower) || !nameByte(lower[end+1])))
+			if before && after {
+				hits = append(hits, hit{i, pk})
+				break
+			}
+			from = i + 1
+		}
+	}
+	sort.Slice(hits, func(i, j int) bool { return hits[i].at < hits[j].at })
+	var out []string
+	seen := map[string]bool{}
+	for _, h := range hits {
+		if !seen[h.pk] {
+			seen[h.pk] = true
+			out = append(out, h.pk)
+		}
+	}
+	return out
+}
+
+// maskCode blanks code: text between a run of backticks and the next run of the same length
+// (inline spans and ``` fences alike), so "@name" in code is not a mention. An unclosed run is
+// literal text. Length is kept.
+func maskCode(text string) string {
+	b := []byte(text)
+	for i := 0; i < len(b); {
+		if b[i] != '`' {
+			i++
+			continue
+		}
+		n := 0
+		for i+n < len(b) && b[i+n] == '`' {
+			n++
+		}
+		end := -1
+		for j := i + n; j < len(b); {
+			if b[j] != '`' {
+				j++
+				continue
+			}
+			m := 0
+			for j+m < len(b) && b[j+m] == '`' {
+				m++
+			}
+			if m == n {
+				end = j
+				break
+			}
+			j += m
+		}
+		if end < 0 {
+			i += n
+			continue
+		}
+		for k := i + n; k < end; k++ {
+			b[k] = ' '
+		}
+		i = end + n
+	}
+	return string(b)
+}
+
+// nameByte reports bytes that continue a name (so "@ann" does not match "@anna").
+func nameByte(b byte) bool {
+	return b >= 'a' && b <= 'z' || b >= '0' && b <= '9' || b == '_' || b == '-' || b == '.' || b >= 0x80
+}
+
+func (c *chat) toMessage(ctx context.Context, ev *nostr.Event, ch string) message {
+	if _, ok := c.name(ev.PubKey); !ok {
+		c.loadNames(ctx, []string{ev.PubKey})
+	}
+	th := protocol.ParseThread(ev.Tags)
+	m := message{
+		ID: ev.ID, Channel: ch, Pubkey: ev.PubKey, Content: ev.Content, CreatedAt: int64(ev.CreatedAt),
+		Root: th.Root, Parent: th.Parent, Mentions: protocol.Mentions(ev.Tags),
+		IsAgent: ev.PubKey == c.agent, IsOwner: ev.PubKey == c.owner,
+	}
+	if m.Mentions == nil {
+		m.Mentions = []string{}
+	}
+	m.Name, _ = c.name(ev.PubKey)
+	if m.Name == "" {
+		m.Name = shortNpub(ev.PubKey)
+	}
+	return m
+}
+
+func (c *chat) name(pk string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, ok := c.names[pk]
+	return n, ok
+}
+
+func (c *chat) person(pk string) person {
+	n, _ := c.name(pk)
+	if n == "" {
+		n = shortNpub(pk)
+	}
+	return person{Pubkey: pk, Npub: protocol.Npub(pk), Name: n, IsAgent: pk == c.agent, IsOwner: pk == c.owner}
+}
+
+// loadNames fetches profiles (kind 0) for pubkeys not yet known. A pubkey without a profile is
+// remembered as "" so it is not asked for again on every message.
+func (c *chat) loadNames(ctx context.Context, pks []string) {
+	c.mu.Lock()
+	var want []string
+	seen := map[string]bool{}
+	for _, pk := range pks {
+		if _, ok := c.names[pk]; !ok && !seen[pk] && protocol.IsHex64(pk) {
+			seen[pk] = true
+			want = append(want, pk)
+		}
+	}
+	c.mu.Unlock()
+	if len(want) == 0 {
+		return
+	}
+	evs, err := c.bridge.Query(ctx, client.F(nostr.Filter{Kinds: []int{protocol.KindProfile}, Authors: want, Limit: 500})...)
+	if err != nil {
+		c.log.Warn("console: profile lookup failed", "err", err)
+		return
+	}
+	newest := map[string]nostr.Event{}
+	for _, ev := range evs {
+		if cur, ok := newest[ev.PubKey]; !ok || ev.CreatedAt > cur.CreatedAt {
+			newest[ev.PubKey] = ev
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, pk := range want {
+		c.names[pk] = ""
+		if ev, ok := newest[pk]; ok {
+			c.names[pk] = profileName(ev.Content)
+		}
+	}
+}
+
+// profileName picks the name a person is mentioned by: name, else display_name.
+func profileName(content string) string {
+	var p struct {
+		Name        string `json:"name"`
+		DisplayName string `json:"display_name"`
+	}
+	if json.Unmarshal([]byte(content), &p) != nil {
+		return ""
+	}
+	if n := strings.TrimSpace(p.Name); n != "" {
+		return n
+	}
+	return strings.TrimSpace(p.DisplayName)
+}
+
+func shortNpub(pk string) string {
+	n := protocol.Npub(pk)
+	if len(n) > 16 {
+		return n[:12] + "…" + n[len(n)-4:]
+	}
+	return n
+}
+
+// newestByD keeps the newest event per d tag (addressable events).
+func newestByD(evs []nostr.Event) []nostr.Event {
+	by := map[string]nostr.Event{}
+	for _, ev := range evs {
+		d := protocol.TagValue(ev.Tags, "d")
+		if cur, ok := by[d]; !ok || ev.CreatedAt > cur.CreatedAt {
+			by[d] = ev
+		}
+	}
+	out := make([]nostr.Event, 0, len(by))
+	for _, ev := range by {
+		out = append(out, ev)
+	}
+	return out
+}
+
+// hub fans live messages out to the open event streams; a stream that falls behind loses
+// messages rather than stalling the others (the browser reloads history on reconnect).
+type hub struct {
+	mu   sync.Mutex
+	subs map[chan message]struct{}
+}
+
+func newHub() *hub { return &hub{subs: map[chan message]struct{}{}} }
+
+func (h *hub) subscribe(ctx context.Context) <-chan message {
+	ch := make(chan message, 256)
+	h.mu.Lock()
+	h.subs[ch] = struct{}{}
+	h.mu.Unlock()
+	context.AfterFunc(ctx, func() {
+		h.mu.Lock()
+		delete(h.subs, ch)
+		close(ch)
+		h.mu.Unlock()
+	})
+	return ch
+}
+
+func (h *hub) publish(m message) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range h.subs {
+		select {
+		case ch <- m:
+		default:
+		}
+	}
+}

@@ -1,0 +1,496 @@
+// Buzz console. Everything that comes from messages, prompts or the agent is untrusted: it is
+// only ever put into the page with textContent (see el()), never as HTML.
+"use strict";
+
+const token = new URLSearchParams(location.search).get("token") || "";
+const $ = (id) => document.getElementById(id);
+
+// el builds an element; string children become text nodes, so they are never parsed as HTML.
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === "class") e.className = v;
+    else if (k === "text") e.textContent = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children) {
+    if (c === undefined || c === null || c === false) continue;
+    e.append(typeof c === "string" ? document.createTextNode(c) : c);
+  }
+  return e;
+}
+
+async function api(path, opts) {
+  opts = opts || {};
+  opts.headers = Object.assign({ "X-Buzz-Token": token }, opts.headers || {});
+  const r = await fetch(path, opts);
+  const body = await r.json().catch(() => ({}));
+  if (!r.ok) throw new Error(body.error || r.status + " " + r.statusText);
+  return body;
+}
+
+const S = {
+  mode: "",              // "full" (chat + activity) or "activity", from /api/state
+  view: "chat",
+  current: "",           // selected channel id
+  channels: new Map(),   // id → {id, name, members}
+  messages: new Map(),   // channel id → Map(event id → message)
+  loaded: new Set(),     // channels whose history is loaded
+  owner: null,
+  agent: null,
+  replyTo: null,         // message being replied to
+  seenSeq: new Set(),
+  acts: new Map(),       // channel id → {root, turns: Map(turnId → turn)}
+  sessions: new Map(),   // session id → {channel, turn}
+  pending: new Map(),    // session id → events that arrived before we knew their channel
+};
+
+// ---------- channels & tabs ----------
+
+function channelName(id) {
+  const c = S.channels.get(id);
+  return c && c.name ? "#" + c.name : "#" + id.slice(0, 8);
+}
+
+function renderChannels() {
+  const ul = $("channels");
+  ul.replaceChildren();
+  for (const c of S.channels.values()) {
+    const turns = S.acts.has(c.id) ? S.acts.get(c.id).turns.size : 0;
+    ul.append(el("li", {
+      class: c.id === S.current ? "active" : "", "data-channel": c.id,
+      onclick: () => selectChannel(c.id),
+    }, channelName(c.id), turns ? el("span", { class: "badge", title: "agent turns", text: turns + (turns === 1 ? " turn" : " turns") }) : null));
+  }
+}
+
+function ensureChannel(id) {
+  if (!id || S.channels.has(id)) return;
+  S.channels.set(id, { id, name: "", members: [] });
+  renderChannels();
+  if (!S.current) selectChannel(id);
+}
+
+function selectChannel(id) {
+  S.current = id;
+  S.replyTo = null;
+  renderChannels();
+  $("channel-title").textContent = channelName(id);
+  $("activity-title").textContent = "Agent activity in " + channelName(id);
+  $("compose-text").placeholder = "Message " + channelName(id) + " — @name mentions a member";
+  renderReplyBar();
+  renderActivityChannel();
+  if (S.mode === "full") loadHistory(id);
+}
+
+function setView(v) {
+  S.view = v;
+  $("tab-chat").classList.toggle("active", v === "chat");
+  $("tab-activity").classList.toggle("active", v === "activity");
+  $("chat-view").hidden = v !== "chat";
+  $("activity-view").hidden = v !== "activity";
+  if (location.hash !== "#" + v) history.replaceState(null, "", "#" + v + "");
+}
+
+// ---------- chat ----------
+
+async function loadState() {
+  const st = await api("/api/state");
+  S.mode = st.mode;
+  if (st.mode !== "full") {
+    $("tab-chat").hidden = true;
+    setView("activity");
+    return;
+  }
+  S.owner = st.owner;
+  S.agent = st.agent;
+  $("who").textContent = "posting as " + st.owner.name + (st.agent ? " · agent: @" + st.agent.name : "");
+  for (const c of st.channels) S.channels.set(c.id, c);
+  renderChannels();
+  // Activity may have selected a channel before its name was known: refresh title and history.
+  if (S.current) selectChannel(S.current);
+  else if (st.channels.length) selectChannel(st.channels[0].id);
+}
+
+async function loadHistory(id) {
+  try {
+    const msgs = await api("/api/messages?channel=" + encodeURIComponent(id));
+    const m = S.messages.get(id) || new Map();
+    for (const x of msgs) m.set(x.id, x);
+    S.messages.set(id, m);
+    S.loaded.add(id);
+    if (id === S.current) renderMessages();
+  } catch (e) {
+    $("compose-error").textContent = "Could not load messages: " + e.message;
+  }
+}
+
+function addMessage(m) {
+  if (!S.messages.has(m.channel)) S.messages.set(m.channel, new Map());
+  S.messages.get(m.channel).set(m.id, m);
+  if (m.channel === S.current) renderMessages();
+}
+
+// bodyNodes renders message text with @mentions of known names highlighted — as text nodes.
+function bodyNodes(text) {
+  const names = [];
+  const c = S.channels.get(S.current);
+  for (const p of (c && c.members) || []) if (p.name) names.push(p.name);
+  if (!names.length) return [text];
+  names.sort((a, b) => b.length - a.length);
+  const esc = names.map((n) => n.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
+  const re = new RegExp("@(" + esc.join("|") + ")(?![\\w.-])", "gi");
+  const out = [];
+  let last = 0, m;
+  while ((m = re.exec(text)) !== null) {
+    out.push(text.slice(last, m.index));
+    out.push(el("span", { class: "mention", text: m[0] }));
+    last = m.index + m[0].length;
+  }
+  out.push(text.slice(last));
+  return out;
+}
+
+function messageEl(m) {
+  const time = new Date(m.createdAt * 1000).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+  return el("div", { class: "msg" + (m.isAgent ? " agent" : ""), "data-id": m.id, "data-pubkey": m.pubkey },
+    el("div", { class: "meta" },
+      el("span", { class: "name", text: m.name }),
+      m.isAgent ? el("span", { class: "tag", text: "agent" }) : null,
+      m.isOwner ? el("span", { class: "tag", text: "you" }) : null,
+      el("span", { class: "time", text: time }),
+      el("button", { type: "button", class: "reply-btn", text: "Reply in thread", onclick: () => startReply(m) })),
+    el("div", { class: "body" }, ...bodyNodes(m.content)));
+}
+
+function renderMessages() {
+  const box = $("messages");
+  const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 40;
+  const all = [...(S.messages.get(S.current) || new Map()).values()];
+  all.sort((a, b) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : 1));
+  const byId = new Map(all.map((m) => [m.id, m]));
+  const replies = new Map();
+  const tops = [];
+  for (const m of all) {
+    if (m.root && byId.has(m.root)) {
+      if (!replies.has(m.root)) replies.set(m.root, []);
+      replies.get(m.root).push(m);
+    } else tops.push(m);
+  }
+  const nodes = tops.map((m) => {
+    const node = messageEl(m);
+    const rs = replies.get(m.id);
+    if (rs) node.append(el("div", { class: "thread", "data-root": m.id }, ...rs.map(messageEl)));
+    return node;
+  });
+  if (!nodes.length) nodes.push(el("div", { class: "empty", text: "No messages yet. Say hello — mention the agent with @" + ((S.agent && S.agent.name) || "name") + "." }));
+  box.replaceChildren(...nodes);
+  if (atBottom || S.justSent) box.scrollTop = box.scrollHeight;
+  S.justSent = false;
+}
+
+function startReply(m) {
+  S.replyTo = { id: m.root || m.id, name: m.name };
+  renderReplyBar();
+  $("compose-text").focus();
+}
+
+function renderReplyBar() {
+  $("reply-bar").hidden = !S.replyTo;
+  $("reply-to-name").textContent = S.replyTo ? S.replyTo.name : "";
+}
+
+async function send(ev) {
+  ev.preventDefault();
+  const text = $("compose-text").value;
+  if (!text.trim() || !S.current) return;
+  $("send").disabled = true;
+  $("compose-error").textContent = "";
+  try {
+    const m = await api("/api/messages", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ channel: S.current, content: text, replyTo: S.replyTo ? S.replyTo.id : "" }),
+    });
+    $("compose-text").value = "";
+    S.justSent = true;
+    addMessage(m);
+  } catch (e) {
+    $("compose-error").textContent = e.message;
+  } finally {
+    $("send").disabled = false;
+  }
+}
+
+// ---------- activity ----------
+
+const ROUTES = {
+  system_prompt: "spec systemPrompt",
+  claude_meta: "_meta.systemPrompt.append",
+  goose_method: "goose system-prompt method",
+  user_message: "first user message",
+};
+const SECTION_ORDER = ["Workspace", "Base", "System", "Team Instructions", "Agent Memory — core", "Channel Canvas"];
+
+function channelActs(ch) {
+  if (!S.acts.has(ch)) {
+    S.acts.set(ch, { root: el("div", { class: "turns", "data-channel": ch }), turns: new Map() });
+    ensureChannel(ch);
+  }
+  return S.acts.get(ch);
+}
+
+function renderActivityChannel() {
+  const box = $("activity");
+  if (!S.current || !S.acts.has(S.current)) {
+    box.replaceChildren(el("div", { class: "empty", text: "No agent activity in this channel yet. Mention the agent to start a turn." }));
+    return;
+  }
+  box.replaceChildren(S.acts.get(S.current).root);
+}
+
+function fmtTime(t) {
+  const d = new Date(t);
+  return isNaN(d) ? "" : d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+}
+
+function getTurn(ch, turnId, time) {
+  const a = channelActs(ch);
+  const id = turnId;
+  let t = a.turns.get(id);
+  if (!t) {
+    const status = el("span", { class: "turn-status running", text: "running…" });
+    const body = el("div", { class: "turn-body" });
+    const node = el("article", { class: "turn", "data-turn": id },
+      el("header", {}, el("b", { text: "Turn " + (a.turns.size + 1) }), el("span", { text: fmtTime(time) }), status),
+      body);
+    t = { id, node, body, status, tools: new Map(), lastMsg: null, history: null };
+    a.turns.set(id, t);
+    a.root.append(node);
+    renderChannels();
+    if (ch === S.current) renderActivityChannel();
+  }
+  return t;
+}
+
+function put(t, node) {
+  t.body.append(node);
+  t.lastMsg = null;
+  scrollActivity();
+}
+
+function scrollActivity() {
+  const box = $("activity");
+  if (box.scrollHeight - box.scrollTop - box.clientHeight < 200) box.scrollTop = box.scrollHeight;
+}
+
+function short(id) { return id ? String(id).slice(0, 12) : "?"; }
+
+function systemPromptCard(d) {
+  const secs = (d.sections || []).slice();
+  const rank = (l) => { const i = SECTION_ORDER.indexOf(l); return i < 0 ? SECTION_ORDER.length : i; };
+  secs.sort((a, b) => rank(a.label) - rank(b.label)); // stable: unknown labels keep their order
+  const bytes = new TextEncoder().encode(d.text || "").length;
+  return el("details", { class: "card sysprompt", "data-route": d.route },
+    el("summary", {}, "System prompt ",
+      el("span", { class: "sub", text: "via " + (ROUTES[d.route] || d.route) + " · " + secs.length + " sections · " + bytes + " bytes" })),
+    el("div", { class: "sections" }, ...secs.map((s) =>
+      el("details", { class: "section", "data-label": s.label },
+        el("summary", { text: "[" + s.label + "]" }),
+        el("pre", { text: s.body })))));
+}
+
+function contextCard(d) {
+  const pair = (k, v) => el("div", { class: "pair" }, el("dt", { text: k }), el("dd", { text: String(v) }));
+  return el("div", { class: "card ctx" }, el("b", { text: "Prompt context" }),
+    el("dl", {},
+      pair("route", ROUTES[d.route] || d.route),
+      pair("bytes", d.promptBytes),
+      pair("standing included", d.standingContextIncluded ? "yes" : "no"),
+      pair("event delta", d.eventDeltaCount),
+      d.contextComplete === false ? pair("context", "incomplete") : null));
+}
+
+function blockText(b) {
+  if (typeof b === "string") return b;
+  if (b && typeof b.text === "string") return b.text;
+  return JSON.stringify(b);
+}
+
+function promptCard(d) {
+  const text = (d.blocks || []).map(blockText).join("\n\n");
+  return el("details", { class: "card prompt" },
+    el("summary", {}, "Prompt ", el("span", { class: "sub", text: (d.blocks || []).length + " blocks · " + new TextEncoder().encode(text).length + " bytes" })),
+    el("pre", { text }));
+}
+
+function usageText(u) {
+  if (!u || typeof u !== "object") return "";
+  const parts = [];
+  for (const [k, v] of Object.entries(u)) if (typeof v === "number") parts.push(k + " " + v);
+  return parts.join(", ");
+}
+
+function agentUpdate(t, d) {
+  switch (d.kind) {
+    case "agent_message_chunk":
+    case "agent_thought_chunk": {
+      const cls = d.kind === "agent_thought_chunk" ? "card agent-msg thought" : "card agent-msg";
+      if (!t.lastMsg || t.lastMsg.className !== cls) {
+        const n = el("div", { class: cls });
+        put(t, n);
+        t.lastMsg = n;
+      }
+      t.lastMsg.append(document.createTextNode(d.text || ""));
+      scrollActivity();
+      return;
+    }
+    case "tool_call":
+    case "tool_call_update": {
+      let row = t.tools.get(d.toolCallId);
+      if (!row) {
+        row = { title: el("span", { class: "title" }), st: el("span", { class: "st" }) };
+        row.node = el("div", { class: "tool", "data-tool": d.toolCallId }, "🔧", row.title, row.st);
+        t.tools.set(d.toolCallId, row);
+        put(t, row.node);
+      }
+      if (d.title) row.title.textContent = d.title;
+      if (d.status) { row.st.textContent = d.status; row.st.className = "st " + d.status; }
+      return;
+    }
+  }
+}
+
+function historyUpdate(t, d) {
+  if (!t.history) {
+    t.historyCount = el("span", { class: "sub" });
+    t.historyList = el("div", {});
+    t.history = el("details", { class: "card history" },
+      el("summary", {}, "History replayed by session/load ", t.historyCount), t.historyList);
+    put(t, t.history);
+    t.historyN = 0;
+  }
+  t.historyN++;
+  t.historyCount.textContent = "(" + t.historyN + " updates — earlier turns, not new activity)";
+  const last = t.historyList.lastChild;
+  if (last && last.dataset.kind === d.kind && d.text && /_chunk$/.test(d.kind)) {
+    last.lastChild.textContent += d.text;
+    return;
+  }
+  t.historyList.append(el("div", { class: "h-item", "data-kind": d.kind },
+    el("span", { class: "h-kind", text: d.kind }), el("span", { text: d.text || d.title || "" })));
+}
+
+function agentProc(text) {
+  const box = $("agent-proc");
+  box.append(el("div", { text }));
+  while (box.childNodes.length > 6) box.firstChild.remove();
+}
+
+function onActivity(e) {
+  if (e.type !== "gap") {
+    if (S.seenSeq.has(e.seq)) return;
+    S.seenSeq.add(e.seq);
+  }
+  const d = e.data || {};
+  if (e.channelId && e.sessionId && e.turnId) {
+    S.sessions.set(e.sessionId, { channel: e.channelId, turn: e.turnId });
+    const queued = S.pending.get(e.sessionId);
+    if (queued) { S.pending.delete(e.sessionId); queued.forEach(onActivityRouted); }
+  }
+  switch (e.type) {
+    case "agent_spawned": agentProc("agent started" + (d.pid ? " (pid " + d.pid + ")" : "")); return;
+    case "agent_exited": agentProc("agent exited" + (d.reason ? ": " + d.reason : "")); return;
+    case "gap": agentProc("missed " + d.missed + " activity events"); return;
+  }
+  onActivityRouted(e);
+}
+
+function onActivityRouted(e) {
+  const d = e.data || {};
+  if (e.type === "agent_update" || e.type === "history") {
+    const s = S.sessions.get(e.sessionId);
+    if (!s) {
+      if (!S.pending.has(e.sessionId)) S.pending.set(e.sessionId, []);
+      S.pending.get(e.sessionId).push(e);
+      return;
+    }
+    const t = getTurn(s.channel, s.turn, e.time);
+    if (e.type === "history" || d.replay) historyUpdate(t, d);
+    else agentUpdate(t, d);
+    return;
+  }
+  // Only turn-scoped events make cards; others (e.g. event_received) are too fine-grained here.
+  if (!e.channelId || !e.turnId) return;
+  const t = getTurn(e.channelId, e.turnId, e.time);
+  switch (e.type) {
+    case "turn_started":
+      if (d.attempt > 1) put(t, el("div", { class: "session-line", text: "retry attempt " + d.attempt }));
+      return;
+    case "session_resolved":
+      put(t, el("div", { class: "session-line" }, d.isNewSession ? "New session " : "Session ", el("b", { text: short(d.sessionId) })));
+      return;
+    case "session_resumed":
+      put(t, el("div", { class: "session-line" }, "Resumed session ", el("b", { text: short(d.sessionId) }),
+        d.method ? " via session/" + d.method : ""));
+      return;
+    case "session_resume_failed":
+      put(t, el("div", { class: "session-line notice", text: "Could not resume session " + short(d.sessionId) + ": " + (d.reason || "") + (d.retry ? " (will retry)" : "") }));
+      return;
+    case "system_prompt": put(t, systemPromptCard(d)); return;
+    case "prompt_context_delivery": put(t, contextCard(d)); return;
+    case "prompt": put(t, promptCard(d)); return;
+    case "turn_ended": {
+      const failed = !!d.error;
+      const parts = [failed ? "Failed: " + d.error : "Stop reason: " + (d.stopReason || "?")];
+      if (d.durationMs !== undefined) parts.push((d.durationMs / 1000).toFixed(1) + " s");
+      const u = usageText(d.usage);
+      if (u) parts.push("usage: " + u);
+      put(t, el("div", { class: "card end" + (failed ? " failed" : ""), "data-stop": d.stopReason || "", text: parts.join(" · ") }));
+      t.status.textContent = failed ? "failed" : (d.stopReason || "done");
+      t.status.className = "turn-status " + (failed ? "failed" : "done");
+      return;
+    }
+    case "dead_letter":
+      put(t, el("div", { class: "notice", text: "Gave up on this batch: " + (d.reason || "") }));
+      t.status.textContent = "dead letter";
+      t.status.className = "turn-status failed";
+      return;
+  }
+}
+
+// ---------- live stream ----------
+
+function connect() {
+  const es = new EventSource("/api/stream?token=" + encodeURIComponent(token));
+  es.addEventListener("activity", (m) => onActivity(JSON.parse(m.data)));
+  es.addEventListener("message", (m) => {
+    const msg = JSON.parse(m.data);
+    ensureChannel(msg.channel);
+    addMessage(msg);
+  });
+  // ready comes after the activity history, and the stream is subscribed before we load
+  // messages, so nothing published in between is missed.
+  es.addEventListener("ready", () => {
+    $("status").textContent = "live";
+    $("status").classList.add("live");
+    loadState().catch((e) => { $("compose-error").textContent = "Could not load channels: " + e.message; });
+  });
+  es.onerror = () => {
+    $("status").textContent = "reconnecting…";
+    $("status").classList.remove("live");
+  };
+}
+
+$("tab-chat").addEventListener("click", () => setView("chat"));
+$("tab-activity").addEventListener("click", () => setView("activity"));
+$("composer").addEventListener("submit", send);
+$("reply-cancel").addEventListener("click", () => { S.replyTo = null; renderReplyBar(); });
+$("compose-text").addEventListener("keydown", (e) => {
+  if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); $("composer").requestSubmit(); }
+});
+setView(location.hash === "#activity" ? "activity" : "chat");
+renderActivityChannel();
+connect();

@@ -1,0 +1,159 @@
+package stack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/buzz-harness/buzz/internal/atomicfile"
+	"github.com/buzz-harness/buzz/internal/client"
+	"github.com/buzz-harness/buzz/internal/protocol"
+)
+
+// state is what the data dir remembers besides keys: the general channel and the agent's name.
+type state struct {
+	GeneralChannel string `json:"generalChannel"`
+	AgentName      string `json:"agentName"`
+}
+
+const stateFile = "stack.json"
+
+func readState(dataDir string) (state, error) {
+	var st state
+	b, err := os.ReadFile(filepath.Join(dataDir, stateFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return st, nil
+	}
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, fmt.Errorf("%s: %w", stateFile, err)
+	}
+	return st, nil
+}
+
+func writeState(dataDir string, st state) error {
+	b, _ := json.MarshalIndent(st, "", "  ")
+	return atomicfile.WriteFile(filepath.Join(dataDir, stateFile), append(b, '\n'), 0o600)
+}
+
+type booted struct {
+	ChannelID string
+	AgentName string
+}
+
+// bootstrap makes sure the relay has what the stack needs, creating only what is missing: the
+// #general channel with owner and agent as members, and both profiles. It is idempotent, so a
+// later start changes nothing (and a relay database that was deleted is repopulated).
+func bootstrap(ctx context.Context, relayURL, dataDir string, ids Identities, agentName string) (booted, error) {
+	st, err := readState(dataDir)
+	if err != nil {
+		return booted{}, err
+	}
+	if st.AgentName != "" {
+		agentName = st.AgentName // the name the agent was given on first start is kept
+	}
+	owner := client.NewBridge(relayURL, ids.Owner.SecretKey)
+	agent := client.NewBridge(relayURL, ids.Agent.SecretKey)
+	if err := waitHealthy(ctx, owner); err != nil {
+		return booted{}, err
+	}
+
+	ch := st.GeneralChannel
+	if ch != "" {
+		evs, err := owner.Query(ctx, client.F(nostr.Filter{Kinds: []int{protocol.KindGroupMetadata}, Tags: nostr.TagMap{"d": {ch}}, Limit: 1})...)
+		if err != nil {
+			return booted{}, err
+		}
+		if len(evs) == 0 {
+			ch = ""
+		}
+	}
+	if ch == "" {
+		ch = uuid.NewString()
+		if err := publish(ctx, owner, protocol.KindCreateGroup, nostr.Tags{{"h", ch}, {"name", "general"},
+			{"about", "Talk with your agent"}, {"visibility", protocol.VisibilityOpen}, {"channel_type", protocol.TypeStream}}, ""); err != nil {
+			return booted{}, fmt.Errorf("create #general: %w", err)
+		}
+	}
+	mems, err := owner.Query(ctx, client.F(nostr.Filter{Kinds: []int{protocol.KindGroupMembers}, Tags: nostr.TagMap{"d": {ch}}, Limit: 1})...)
+	if err != nil {
+		return booted{}, err
+	}
+	isMember := false
+	for i := range mems {
+		for _, m := range protocol.ParseMembers(&mems[i]) {
+			isMember = isMember || m.Pubkey == ids.Agent.Pubkey
+		}
+	}
+	if !isMember {
+		if err := publish(ctx, owner, protocol.KindPutUser, nostr.Tags{{"h", ch}, {"p", ids.Agent.Pubkey}}, ""); err != nil {
+			return booted{}, fmt.Errorf("add the agent to #general: %w", err)
+		}
+	}
+	if err := ensureProfile(ctx, agent, agentName, "Your Buzz agent"); err != nil {
+		return booted{}, fmt.Errorf("agent profile: %w", err)
+	}
+	if err := ensureProfile(ctx, owner, "owner", ""); err != nil {
+		return booted{}, fmt.Errorf("owner profile: %w", err)
+	}
+	if st.GeneralChannel != ch || st.AgentName != agentName {
+		st.GeneralChannel, st.AgentName = ch, agentName
+		if err := writeState(dataDir, st); err != nil {
+			return booted{}, err
+		}
+	}
+	return booted{ChannelID: ch, AgentName: agentName}, nil
+}
+
+// ensureProfile publishes a kind 0 profile unless one exists (a profile changed later by the
+// user is kept).
+func ensureProfile(ctx context.Context, b *client.Bridge, name, about string) error {
+	evs, err := b.Query(ctx, client.F(nostr.Filter{Kinds: []int{protocol.KindProfile}, Authors: []string{b.PublicKey()}, Limit: 1})...)
+	if err != nil {
+		return err
+	}
+	if len(evs) > 0 {
+		return nil
+	}
+	p := map[string]string{"name": name, "display_name": name}
+	if about != "" {
+		p["about"] = about
+	}
+	content, _ := json.Marshal(p)
+	return publish(ctx, b, protocol.KindProfile, nostr.Tags{}, string(content))
+}
+
+func publish(ctx context.Context, b *client.Bridge, kind int, tags nostr.Tags, content string) error {
+	res, err := b.Publish(ctx, &nostr.Event{Kind: kind, Tags: tags, Content: content, CreatedAt: nostr.Now()})
+	if err != nil {
+		return err
+	}
+	if !res.Accepted {
+		return errors.New(res.Message)
+	}
+	return nil
+}
+
+// waitHealthy polls the relay (served from this process, so normally ready at once).
+func waitHealthy(ctx context.Context, b *client.Bridge) error {
+	for {
+		_, err := b.Count(ctx, client.F(nostr.Filter{Kinds: []int{protocol.KindProfile}, Authors: []string{b.PublicKey()}})...)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("relay did not answer: %w", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,472 @@
+package stack_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/stack"
+	"github.com/buzz-harness/buzz/internal/testbin"
+)
+
+// cleanEnv is the environment for `buzz up` under test: no model keys (so buzz-agent runs in
+// echo mode) and no inherited relay settings.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "BUZZ_RELAY_URL", "BUZZ_PRIVATE_KEY", "BUZZ_AGENT_PROVIDER":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+// banner is what a test needs from `buzz up`'s startup lines.
+type banner struct {
+	relayHTTP, console, channel, agentName, agentNpub, ownerNpub string
+}
+
+var (
+	reExport  = regexp.MustCompile(`export BUZZ_RELAY_URL=(\S+) BUZZ_PRIVATE_KEY=`)
+	reSend    = regexp.MustCompile(`buzz messages send --channel (\S+) --content "@(\S+) hello"`)
+	reConsole = regexp.MustCompile(`console\s+(http://\S+)`)
+	reAgent   = regexp.MustCompile(`agent\s+@\S+\s+(npub1\w+)`)
+	reOwner   = regexp.MustCompile(`owner\s+(npub1\w+)`)
+)
+
+type upProc struct {
+	cmd    *exec.Cmd
+	banner banner
+	done   chan error
+}
+
+// startUp runs the real `buzz up` binary and waits for its banner.
+func startUp(t *testing.T, bin, dataDir, relayAddr string, extra ...string) *upProc {
+	t.Helper()
+	args := append([]string{"up", "--data-dir", dataDir, "--relay-addr", relayAddr, "--console-addr", "127.0.0.1:0"}, extra...)
+	cmd := exec.Command(filepath.Join(bin, "buzz"), args...)
+	cmd.Dir = t.TempDir() // outside the source tree: buzz-agent must be found beside buzz
+	cmd.Env = cleanEnv()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &upProc{cmd: cmd, done: make(chan error, 1)}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	lines := make(chan string, 64)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		p.done <- cmd.Wait()
+	}()
+	var text strings.Builder
+	deadline := time.After(60 * time.Second)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("buzz up exited before its banner:\n%s\nstderr: %s", text.String(), stderr.String())
+			}
+			text.WriteString(l + "\n")
+			if m := reSend.FindStringSubmatch(l); m != nil {
+				go func() {
+					for range lines { // keep draining so the process never blocks on stdout
+					}
+				}()
+				s := text.String()
+				p.banner = banner{channel: m[1], agentName: m[2]}
+				for _, f := range []struct {
+					re  *regexp.Regexp
+					dst *string
+				}{{reExport, &p.banner.relayHTTP}, {reConsole, &p.banner.console}, {reAgent, &p.banner.agentNpub}, {reOwner, &p.banner.ownerNpub}} {
+					mm := f.re.FindStringSubmatch(s)
+					if mm == nil {
+						t.Fatalf("banner lacks %s:\n%s", f.re, s)
+					}
+					*f.dst = mm[1]
+				}
+				return p
+			}
+		case <-deadline:
+			t.Fatalf("no banner within 60s:\n%s\nstderr: %s", text.String(), stderr.String())
+		}
+	}
+}
+
+// stop sends SIGINT and waits for a clean exit.
+func (p *upProc) stop(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.done:
+		if err != nil {
+			t.Fatalf("buzz up after SIGINT: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("buzz up did not stop within 30s of SIGINT")
+	}
+}
+
+// children lists the pids whose parent is pid (from /proc).
+func children(t *testing.T, pid int) []int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Skip("no /proc: cannot check child processes")
+	}
+	var out []int
+	for _, e := range ents {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ppid, _, ok := procStat(n); ok && ppid == pid {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// procStat returns a process's parent pid and state letter.
+func procStat(pid int) (ppid int, state string, ok bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, "", false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')') // the command name may contain spaces
+	if i < 0 {
+		return 0, "", false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 2 {
+		return 0, "", false
+	}
+	ppid, _ = strconv.Atoi(f[1])
+	return ppid, f[0], true
+}
+
+func running(pid int) bool {
+	_, state, ok := procStat(pid)
+	return ok && state != "Z" && state != "X"
+}
+
+// cli runs the buzz CLI as the owner of dataDir.
+func cli(t *testing.T, bin, relay, dataDir string, args ...string) []byte {
+	t.Helper()
+	key, err := os.ReadFile(filepath.Join(dataDir, "owner.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(bin, "buzz"), args...)
+	cmd.Env = append(cleanEnv(), "BUZZ_RELAY_URL="+relay, "BUZZ_PRIVATE_KEY="+strings.TrimSpace(string(key)))
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("buzz %s: %v: %s", strings.Join(args, " "), err, stderr)
+	}
+	return out
+}
+
+func pubkeyOf(t *testing.T, keyFile string) string {
+	t.Helper()
+	b, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk, err := protocol.ParseSecretKey(string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk, _ := protocol.PublicKey(sk)
+	return pk
+}
+
+// waitReply polls `buzz messages get` until the agent has answered the message parentID.
+func waitReply(t *testing.T, bin, relay, dataDir, channel, agentPK, parentID string) string {
+	t.Helper()
+	deadline := time.Now().Add(45 * time.Second)
+	for time.Now().Before(deadline) {
+		var msgs []struct {
+			Pubkey  string     `json:"pubkey"`
+			Content string     `json:"content"`
+			Tags    [][]string `json:"tags"`
+		}
+		if err := json.Unmarshal(cli(t, bin, relay, dataDir, "messages", "get", "--channel", channel), &msgs); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range msgs {
+			if m.Pubkey != agentPK {
+				continue
+			}
+			for _, tag := range m.Tags {
+				if len(tag) >= 2 && tag[0] == "e" && tag[1] == parentID {
+					return m.Content
+				}
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("the agent did not answer %s within 45s", parentID)
+	return ""
+}
+
+func send(t *testing.T, bin, relay, dataDir, channel, content string) string {
+	t.Helper()
+	var res struct {
+		EventID  string   `json:"event_id"`
+		Mentions []string `json:"mention_pubkeys"`
+	}
+	if err := json.Unmarshal(cli(t, bin, relay, dataDir, "messages", "send", "--channel", channel, "--content", content), &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Mentions) != 1 {
+		t.Fatalf("%q resolved mentions %v, want the agent", content, res.Mentions)
+	}
+	return res.EventID
+}
+
+// activityTypes collects activity event types from the console's stream until want shows up.
+func waitActivity(t *testing.T, consoleURL, want string) {
+	t.Helper()
+	base, token, _ := strings.Cut(consoleURL, "/?token=")
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/stream?token="+token, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 8<<20)
+	var seen []string
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var e struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal([]byte(data), &e) == nil && e.Type != "" {
+			seen = append(seen, e.Type)
+			if e.Type == want {
+				return
+			}
+		}
+	}
+	t.Fatalf("no %s activity within 45s; saw %v", want, seen)
+}
+
+func TestUpAnswersMentionStopsOnSIGINTWithoutLeftoversAndResumesOnSecondStart(t *testing.T) {
+	bin := testbin.Dir(t, "cmd/buzz", "cmd/buzz-agent")
+	dataDir := filepath.Join(t.TempDir(), "data")
+
+	// Sessions are remembered per relay URL, so both starts use the same port, as a user's would.
+	relayAddr := freeAddr(t)
+	first := startUp(t, bin, dataDir, relayAddr)
+	agentPK := pubkeyOf(t, filepath.Join(dataDir, "agent.key"))
+	if first.banner.agentNpub != protocol.Npub(agentPK) {
+		t.Errorf("banner agent %s, key file says %s", first.banner.agentNpub, protocol.Npub(agentPK))
+	}
+	for _, f := range []string{"owner.key", "agent.key"} {
+		st, err := os.Stat(filepath.Join(dataDir, f))
+		if err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v (err %v), want 0600", f, st.Mode().Perm(), err)
+		}
+	}
+	// The banner's copy-paste line works as printed.
+	id := send(t, bin, first.banner.relayHTTP, dataDir, first.banner.channel, "@"+first.banner.agentName+" hello")
+	if reply := waitReply(t, bin, first.banner.relayHTTP, dataDir, first.banner.channel, agentPK, id); !strings.Contains(reply, "hello") {
+		t.Errorf("agent reply %q does not echo the request", reply)
+	}
+
+	kids := children(t, first.cmd.Process.Pid)
+	if len(kids) == 0 {
+		t.Fatal("buzz up has no child process; the agent should run as its child")
+	}
+	first.stop(t)
+	for _, pid := range kids {
+		if running(pid) {
+			t.Errorf("child %d still running after buzz up stopped", pid)
+		}
+	}
+
+	second := startUp(t, bin, dataDir, relayAddr)
+	if second.banner.channel != first.banner.channel || second.banner.ownerNpub != first.banner.ownerNpub || second.banner.agentNpub != first.banner.agentNpub {
+		t.Errorf("second start changed identities or channel:\nfirst  %+v\nsecond %+v", first.banner, second.banner)
+	}
+	resumed := make(chan struct{})
+	go func() { defer close(resumed); waitActivity(t, second.banner.console, "session_resumed") }()
+	id = send(t, bin, second.banner.relayHTTP, dataDir, second.banner.channel, "@"+second.banner.agentName+" are you back?")
+	waitReply(t, bin, second.banner.relayHTTP, dataDir, second.banner.channel, agentPK, id)
+	<-resumed
+	second.stop(t)
+}
+
+// freeAddr returns a loopback address nobody listens on right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// runUp runs `buzz up` expecting it to fail, and returns its exit code and stderr lines.
+func runUp(t *testing.T, bin string, args ...string) (int, []string) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(bin, "buzz"), append([]string{"up"}, args...)...)
+	cmd.Dir = t.TempDir()
+	cmd.Env = cleanEnv()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	cmd.Stdout = io.Discard
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("buzz up did not fail within 30s")
+	}
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	return cmd.ProcessState.ExitCode(), lines
+}
+
+// checkOneLineFailure expects the CLI's failure shape: a non-zero exit and exactly one JSON line
+// {"error","message","retryable"} on stderr whose message says what is wrong.
+func checkOneLineFailure(t *testing.T, code int, lines []string, want string) {
+	t.Helper()
+	if code == 0 {
+		t.Errorf("exit code 0, want non-zero")
+	}
+	if len(lines) != 1 {
+		t.Fatalf("stderr = %q, want one line", lines)
+	}
+	var e struct {
+		Error   string `json:"error"`
+		Message string `json:"message"`
+	}
+	if err := json.Unmarshal([]byte(lines[0]), &e); err != nil || !strings.Contains(e.Message, want) {
+		t.Errorf("stderr = %q (%v), want a message containing %q", lines[0], err, want)
+	}
+}
+
+func TestUpFailsWithOneLineWhenRelayPortIsInUse(t *testing.T) {
+	bin := testbin.Dir(t, "cmd/buzz", "cmd/buzz-agent")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	code, lines := runUp(t, bin, "--data-dir", t.TempDir(), "--relay-addr", ln.Addr().String(), "--console-addr", "127.0.0.1:0")
+	checkOneLineFailure(t, code, lines, "port "+ln.Addr().String()+" is already in use")
+}
+
+func TestUpFailsWithOneLineWhenDataDirIsNotADirectory(t *testing.T) {
+	bin := testbin.Dir(t, "cmd/buzz", "cmd/buzz-agent")
+	file := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(file, []byte("x"), 0o600)
+	code, lines := runUp(t, bin, "--data-dir", file, "--relay-addr", "127.0.0.1:0", "--console-addr", "127.0.0.1:0")
+	checkOneLineFailure(t, code, lines, "is not a directory")
+}
+
+func TestUpFailsWithOneLineWhenAgentCommandIsMissing(t *testing.T) {
+	bin := testbin.Dir(t, "cmd/buzz", "cmd/buzz-agent")
+	code, lines := runUp(t, bin, "--data-dir", t.TempDir(), "--relay-addr", "127.0.0.1:0", "--console-addr", "127.0.0.1:0", "--agent-command", "no-such-agent-xyz")
+	checkOneLineFailure(t, code, lines, `agent command "no-such-agent-xyz" not found`)
+}
+
+func TestUpPrintEnvExportsTheOwnersKeyAndRelayURL(t *testing.T) {
+	bin := testbin.Dir(t, "cmd/buzz")
+	dataDir := filepath.Join(t.TempDir(), "data")
+	run := func() string {
+		out, err := exec.Command(filepath.Join(bin, "buzz"), "up", "--print-env", "--data-dir", dataDir, "--relay-addr", "127.0.0.1:4555").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out)
+	}
+	out := run()
+	key, err := os.ReadFile(filepath.Join(dataDir, "owner.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "export BUZZ_RELAY_URL=http://127.0.0.1:4555\nexport BUZZ_PRIVATE_KEY=" + strings.TrimSpace(string(key)) + "\n"
+	if out != want {
+		t.Errorf("--print-env printed\n%s\nwant\n%s", out, want)
+	}
+	if again := run(); again != out {
+		t.Errorf("second --print-env differs: the owner identity must be kept")
+	}
+}
+
+func TestLoadIdentitiesTightensAKeyFileOthersCanRead(t *testing.T) {
+	dir := t.TempDir()
+	ids, err := stack.LoadIdentities(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(ids.Owner.KeyFile, 0o644)
+	again, err := stack.LoadIdentities(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Owner.Pubkey != ids.Owner.Pubkey || again.Agent.Pubkey != ids.Agent.Pubkey {
+		t.Error("identities changed between loads")
+	}
+	if st, _ := os.Stat(ids.Owner.KeyFile); st.Mode().Perm() != 0o600 {
+		t.Errorf("owner.key mode %v after load, want 0600", st.Mode().Perm())
+	}
+}
+
+func TestLoadIdentitiesRejectsAGarbledKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "owner.key"), []byte("not a key\n"), 0o600)
+	_, err := stack.LoadIdentities(dir)
+	if err == nil || !strings.Contains(err.Error(), "owner.key") {
+		t.Errorf("err = %v, want one naming owner.key", err)
+	}
+}
