@@ -49,7 +49,17 @@ func TestSoakNothingLost(t *testing.T) {
 		sk, _ := newKey(t)
 		senders = append(senders, sk)
 	}
-	activity := filepath.Join(t.TempDir(), "activity.jsonl")
+	keep := os.Getenv("BUZZ_SOAK_KEEP") // a directory to keep the activity log and each run's output in
+	if keep == "" {
+		keep = t.TempDir()
+	}
+	activity := filepath.Join(keep, "activity.jsonl")
+	run := 0
+	saveRun := func() {
+		run++
+		_ = os.WriteFile(filepath.Join(keep, fmt.Sprintf("buzz-acp-%02d.log", run)), []byte(s.logs.String()), 0o644)
+	}
+	defer saveRun()
 	args := []string{"--respond-to", "anyone", "--agents", "2", "--activity-log", activity, "--log-level", "info"}
 	env := []string{"TESTAGENT_REPLY=answered {events}"}
 	s.start(args, env...)
@@ -85,6 +95,7 @@ func TestSoakNothingLost(t *testing.T) {
 				_ = syscall.Kill(pid, syscall.SIGKILL) // the harness only: its agents see EOF
 				<-s.exited
 				s.harness = nil
+				saveRun()
 				s.start(args, env...)
 			case "agent":
 				for _, pid := range childPIDs(s.harness.Process.Pid) {

@@ -56,7 +56,7 @@ func (r *Relay) bridge(h bridgeHandler) http.HandlerFunc {
 		expires := ev.CreatedAt.Time().Add(2 * protocol.AuthWindow)
 		fresh, err := r.st.MarkAuthSeen(req.Context(), ev.ID, now, expires)
 		if err != nil {
-			writeError(w, http.StatusInternalServerError, "error: replay check failed")
+			storeFailure(w, err, "error: replay check failed")
 			return
 		}
 		if !fresh {
@@ -131,7 +131,7 @@ func (r *Relay) bridgeQuery(w http.ResponseWriter, req *http.Request, pubkey str
 		evs, err := r.st.Query(req.Context(), pubkey, f, effectiveLimit(f))
 		if err != nil {
 			r.log.Error("bridge query", "err", err)
-			writeError(w, http.StatusInternalServerError, "error: query failed")
+			storeFailure(w, err, "error: query failed")
 			return
 		}
 		for _, ev := range evs {
@@ -156,8 +156,18 @@ func (r *Relay) bridgeCount(w http.ResponseWriter, req *http.Request, pubkey str
 	}
 	n, err := r.st.Count(req.Context(), pubkey, filters)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "error: count failed")
+		storeFailure(w, err, "error: count failed")
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]int64{"count": n})
+}
+
+// storeFailure answers a failed store call: 503 while the relay is shutting down (clients retry
+// that), else 500 with msg.
+func storeFailure(w http.ResponseWriter, err error, msg string) {
+	if errors.Is(err, store.ErrClosed) {
+		writeError(w, http.StatusServiceUnavailable, "error: relay is shutting down")
+		return
+	}
+	writeError(w, http.StatusInternalServerError, msg)
 }

@@ -241,8 +241,11 @@ func Serve(ctx context.Context, ln net.Listener, r *Relay) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	r.Close() // hijacked WebSocket connections are not tracked by Shutdown
+	// Drain bridge requests first (Shutdown stops the listener and waits for them), then close
+	// the relay: that ends the WebSocket connections, which Shutdown does not track, and the
+	// store. The other order fails requests that were already being served.
 	err := srv.Shutdown(sctx)
+	r.Close()
 	<-errc
 	return err
 }

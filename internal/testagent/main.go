@@ -63,6 +63,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/buzz-harness/buzz/internal/acp"
 )
@@ -442,7 +443,10 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 		_ = acp.SendUpdate(a.conn, s.ID, acp.TextChunk(acp.UpdateAgentMessageChunk, strings.Repeat("x", a.cfg.bigChunk)))
 	}
 	if send && !a.cfg.noCLI {
-		a.runCLI(info, reply)
+		if err := a.runCLI(info, reply); err != nil {
+			// Like a careful agent: a reply that could not be posted fails the turn.
+			return nil, acp.NewRPCError(acp.CodeInternal, "could not post the reply: "+err.Error(), nil)
+		}
 	}
 	for _, part := range split(reply, a.cfg.stream) {
 		_ = acp.SendUpdate(a.conn, s.ID, acp.TextChunk(acp.UpdateAgentMessageChunk, part))
@@ -515,20 +519,33 @@ func (a *agent) askPermission(ctx context.Context, sessionID string) (string, er
 	return "", fmt.Errorf("unknown option %q", res.Outcome.OptionID)
 }
 
-func (a *agent) runCLI(info promptInfo, reply string) {
+// runCLI posts the reply with the buzz CLI, trying three times (the CLI retries transient
+// errors itself; this covers a relay that is restarting).
+func (a *agent) runCLI(info promptInfo, reply string) error {
 	if info.ChannelID == "" {
 		fmt.Fprintln(os.Stderr, "testagent: no channel in prompt; not replying via CLI")
-		return
+		return nil
 	}
 	args := []string{"messages", "send", "--channel", info.ChannelID}
 	if to := info.replyTarget(); to != "" {
 		args = append(args, "--reply-to", to)
 	}
 	args = append(args, "--content", reply)
-	cmd := exec.Command(a.cfg.buzz, args...)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	fmt.Fprintf(os.Stderr, "testagent: %s %s -> err=%v out=%s\n", a.cfg.buzz, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	var err error
+	for attempt := range 3 {
+		if attempt > 0 {
+			time.Sleep(time.Duration(attempt) * 500 * time.Millisecond)
+		}
+		cmd := exec.Command(a.cfg.buzz, args...)
+		cmd.Stderr = os.Stderr
+		var out []byte
+		out, err = cmd.Output()
+		fmt.Fprintf(os.Stderr, "testagent: %s %s -> err=%v out=%s\n", a.cfg.buzz, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		if err == nil {
+			return nil
+		}
+	}
+	return err
 }
 
 // split cuts s into n roughly equal parts (at least one).
