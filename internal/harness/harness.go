@@ -137,6 +137,7 @@ func (h *Harness) Run(ctx context.Context) error {
 		Tags:  nostr.TagMap{"p": {h.agent}},
 		Since: ptrTS(h.watermark),
 	})
+	h.reapOrphans()
 	h.replayJournal(ctx)
 	h.log.Info("buzz-acp ready", "agent", h.agent, "channels", len(h.channels), "relay", h.cfg.RelayURL)
 

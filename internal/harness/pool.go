@@ -181,6 +181,7 @@ func (h *Harness) finishSpawn(ctx context.Context, r spawnResult) {
 		"route", DecideRoute(s.ident), "loadSession", s.ident.LoadSession, "resume", s.ident.Resume)
 	h.bus.Publish(observer.Event{Type: "agent_spawned", Data: map[string]any{
 		"slot": s.idx, "pid": r.proc.Pid(), "agentName": s.ident.Name, "agentVersion": s.ident.Version, "route": DecideRoute(s.ident)}})
+	h.recordAgents()
 	gen := s.gen
 	go func() {
 		<-r.proc.Exited()

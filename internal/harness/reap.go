@@ -1,0 +1,82 @@
+package harness
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/buzz-harness/buzz/internal/atomicfile"
+)
+
+// Agents run in their own process groups, so they outlive a harness that is SIGKILLed, and an
+// orphan may still post its reply after the next harness has decided to prompt the batch again.
+// The harness therefore records its agents' process groups in the state dir, and a new harness
+// (which holds the store lock, so the old one is gone) kills what is left before replaying the
+// journal.
+
+type agentProc struct {
+	PID       int    `json:"pid"`
+	StartTime uint64 `json:"startTime"` // from /proc/<pid>/stat, so a reused pid is never killed
+}
+
+func (h *Harness) agentsFile() string {
+	return filepath.Join(h.cfg.StateDir, "agents-"+h.agent+".json")
+}
+
+// recordAgents writes the live agents' process groups.
+func (h *Harness) recordAgents() {
+	var procs []agentProc
+	for _, s := range h.slots {
+		if s.proc == nil {
+			continue
+		}
+		if st, ok := procStartTime(s.proc.Pid()); ok {
+			procs = append(procs, agentProc{PID: s.proc.Pid(), StartTime: st})
+		}
+	}
+	raw, _ := json.Marshal(procs)
+	if err := atomicfile.WriteFile(h.agentsFile(), raw, 0o600); err != nil {
+		h.log.Warn("cannot record agent processes", "err", err)
+	}
+}
+
+// reapOrphans kills the process groups of agents a previous harness left running.
+func (h *Harness) reapOrphans() {
+	raw, err := os.ReadFile(h.agentsFile())
+	if err != nil {
+		return
+	}
+	var procs []agentProc
+	if json.Unmarshal(raw, &procs) != nil {
+		h.log.Warn("ignoring unreadable agent process record", "path", h.agentsFile())
+		return
+	}
+	for _, p := range procs {
+		if st, ok := procStartTime(p.PID); ok && st == p.StartTime {
+			h.log.Warn("killing agent left running by a previous buzz-acp", "pid", p.PID)
+			_ = syscall.Kill(-p.PID, syscall.SIGKILL)
+		}
+	}
+}
+
+// procStartTime reads a process's start time (clock ticks since boot).
+func procStartTime(pid int) (uint64, bool) {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	s := string(raw)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(s[i+1:]) // f[0] is field 3 (state); starttime is field 22
+	if len(f) < 20 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(f[19], 10, 64)
+	return n, err == nil
+}
