@@ -27,6 +27,7 @@ type Config struct {
 	Agents       int    // parallel agent processes, 1–32
 	BuzzCLIDir   string // directory holding the buzz CLI, put first on the agent's PATH
 
+	InitTimeout        time.Duration // how long an agent may take to answer initialize
 	IdleTimeout        time.Duration
 	MaxTurnDuration    time.Duration
 	CancelGrace        time.Duration
@@ -75,6 +76,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Agents < 1 || c.Agents > 32 {
 		return fmt.Errorf("--agents must be 1–32, got %d", c.Agents)
+	}
+	if c.InitTimeout <= 0 {
+		c.InitTimeout = 60 * time.Second
 	}
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = 620 * time.Second

@@ -19,7 +19,6 @@ const (
 	breakerWindow = time.Minute
 	breakerTrips  = 3
 	breakerOpen   = 5 * time.Minute
-	initTimeout   = 60 * time.Second
 )
 
 // slot is one agent process and the channel sessions it holds. The loop owns every field;
@@ -109,7 +108,7 @@ func (h *Harness) spawnAgent(ctx context.Context, idx int) (*acp.Process, *acp.I
 	if err != nil {
 		return nil, nil, err
 	}
-	ictx, cancel := context.WithTimeout(ctx, initTimeout)
+	ictx, cancel := context.WithTimeout(ctx, h.cfg.InitTimeout)
 	defer cancel()
 	init, err := proc.Initialize(ictx)
 	return proc, init, err

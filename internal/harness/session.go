@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -194,16 +195,38 @@ func (h *Harness) emitSystemPrompt(in turnInput, sess *chanSession, standing pro
 	h.emitSession(in, sess, "system_prompt", map[string]any{"route": sess.Route, "text": text, "sections": out})
 }
 
-// onLine records every raw ACP line (secrets redacted) on the activity feed.
+// maxFeedText caps text copied into the activity feed: an agent may write lines of any size, and
+// the feed is for reading, not archiving.
+const maxFeedText = 64 << 10
+
+func clip(s string) string {
+	if len(s) <= maxFeedText {
+		return s
+	}
+	return s[:maxFeedText] + fmt.Sprintf("… [%d bytes cut]", len(s)-maxFeedText)
+}
+
+// onLine records every raw ACP line (secrets redacted, long lines clipped) on the activity feed.
 func (h *Harness) onLine(l acp.Line) {
-	h.bus.Publish(observer.Event{Type: "acp_line", Data: map[string]any{"dir": l.Dir, "line": observer.Redact(string(l.Data))}})
+	line := string(l.Data)
+	if len(line) > maxFeedText {
+		line = line[:maxFeedText] // redact only what is kept
+	}
+	h.bus.Publish(observer.Event{Type: "acp_line", Data: map[string]any{"dir": l.Dir, "bytes": len(l.Data), "line": observer.Redact(line) + cutNote(len(l.Data))}})
+}
+
+func cutNote(n int) string {
+	if n <= maxFeedText {
+		return ""
+	}
+	return fmt.Sprintf("… [%d bytes cut]", n-maxFeedText)
 }
 
 // onUpdate turns session/update notifications into activity; replayed history is marked.
 func (h *Harness) onUpdate(u acp.SessionUpdate) {
 	data := map[string]any{"kind": u.Kind, "replay": u.Replay}
 	if u.Text != "" {
-		data["text"] = u.Text
+		data["text"] = clip(u.Text)
 	}
 	if u.ToolCallID != "" {
 		data["toolCallId"], data["title"], data["status"] = u.ToolCallID, u.Title, u.Status

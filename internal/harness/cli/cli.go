@@ -32,7 +32,7 @@ type options struct {
 	relayURL, privateKey, owner                    string
 	agentCommand, agentArgs, agentCwd              string
 	agents                                         int
-	idleTimeout, maxTurnDuration                   int
+	idleTimeout, maxTurnDuration, initTimeout      int
 	permissions                                    string
 	respondTo, allowlist, kinds, channels          string
 	noMentionFilter                                bool
@@ -87,6 +87,7 @@ func Command() *cobra.Command {
 	str(f, &o.agentArgs, "agent-args", "BUZZ_ACP_AGENT_ARGS", "", "agent arguments, comma-separated")
 	str(f, &o.agentCwd, "agent-cwd", "BUZZ_ACP_AGENT_CWD", "", "agent working directory (default: current directory)")
 	num(f, &o.agents, "agents", "BUZZ_ACP_AGENTS", 1, "agent processes running channels in parallel (1–32)")
+	num(f, &o.initTimeout, "agent-init-timeout", "BUZZ_ACP_AGENT_INIT_TIMEOUT", 60, "seconds an agent may take to answer initialize before it is killed and respawned")
 	num(f, &o.idleTimeout, "idle-timeout", "BUZZ_ACP_IDLE_TIMEOUT", 620, "seconds without agent output before a turn is cancelled")
 	num(f, &o.maxTurnDuration, "max-turn-duration", "BUZZ_ACP_MAX_TURN_DURATION", 7200, "hard cap on one turn, seconds")
 	str(f, &o.permissions, "permissions", "BUZZ_ACP_PERMISSIONS", "allow", "answer agent permission requests: allow (allow_once) or deny (reject_once)")
@@ -136,6 +137,7 @@ func (o *options) config(stderr io.Writer) (harness.Config, func(), error) {
 		AgentCommand:        o.agentCommand,
 		AgentArgs:           splitList(o.agentArgs),
 		Agents:              o.agents,
+		InitTimeout:         secs(o.initTimeout, 1),
 		IdleTimeout:         secs(o.idleTimeout, 1),
 		MaxTurnDuration:     secs(o.maxTurnDuration, 60),
 		PermissionsDeny:     o.permissions == "deny",

@@ -1,0 +1,93 @@
+package harness_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/buzz-harness/buzz/internal/protocol"
+)
+
+func TestAgentWritingGarbageLinesStillAnswers(t *testing.T) {
+	s := newStack(t)
+	s.start(nil, "TESTAGENT_GARBAGE=1")
+	if r := s.waitReply(s.mention(s.ownerSK, "through the noise").ID); !strings.Contains(r.Content, "through the noise") {
+		t.Fatalf("reply %q", r.Content)
+	}
+}
+
+func TestAgentWriting100MBLineDoesNotTakeTheHarnessDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("moves 100 MB through a pipe")
+	}
+	s := newStack(t)
+	activity := filepath.Join(t.TempDir(), "activity.jsonl")
+	s.start([]string{"--activity-log", activity}, "TESTAGENT_BIG_CHUNK=104857600")
+	s.waitReply(s.mention(s.ownerSK, "big").ID)
+	s.waitLog("turn done", 60*time.Second)
+	st, err := os.Stat(activity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Size() > 8<<20 {
+		t.Fatalf("activity log is %d bytes: a 100 MB line was copied into the feed", st.Size())
+	}
+}
+
+func TestAgentThatNeverAnswersInitializeIsKilledAndReplacedWithClearLog(t *testing.T) {
+	s := newStack(t)
+	s.start([]string{"--agent-init-timeout", "1"}, "TESTAGENT_NO_INIT=1")
+	s.waitLog("agent failed to start", 20*time.Second)
+	logs := s.logs.String()
+	if !strings.Contains(logs, "initialize") {
+		t.Fatalf("the failure does not say initialize timed out:\n%s", logs)
+	}
+	// It is respawned after a backoff (1 s the first time).
+	deadline := time.Now().Add(20 * time.Second)
+	for strings.Count(s.logs.String(), "testagent: started pid") < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the silent agent was not replaced:\n%s", s.logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestSecretsNeverReachLogsOrActivityFeed(t *testing.T) {
+	s := newStack(t)
+	activity := filepath.Join(t.TempDir(), "activity.jsonl")
+	s.start([]string{"--activity-log", activity})
+	s.waitReply(s.mention(s.ownerSK, "keep my secrets").ID)
+	s.kill()
+	feed, err := os.ReadFile(activity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range map[string]string{"logs": s.logs.String(), "activity feed": string(feed)} {
+		for _, secret := range []string{s.agentSK, protocol.Nsec(s.agentSK)} {
+			if strings.Contains(text, secret) {
+				t.Errorf("the agent's private key appears in the %s", name)
+			}
+		}
+	}
+}
+
+func TestGateDroppedMentionIsNotPromptedAfterRestartReplay(t *testing.T) {
+	s := newStack(t)
+	strangerSK, _ := newKey(t)
+	s.start(nil) // owner-only
+	dropped := s.mention(strangerSK, "let me in")
+	s.waitOutcome(s.mention(s.ownerSK, "!status").ID)
+	s.kill()
+	s.start(nil) // the relay replays since the journal's watermark, which covers both events
+	s.waitReply(s.mention(s.ownerSK, "after restart").ID)
+	for _, p := range s.prompts() {
+		if strings.Contains(p, dropped.ID) {
+			t.Fatal("a mention the author gate dropped was prompted after the restart")
+		}
+	}
+	if n := len(s.methods("session/prompt")); n != 1 {
+		t.Fatalf("%d prompts, want 1 (the replayed !status must not run again either)", n)
+	}
+}
