@@ -130,7 +130,9 @@ func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 	r.outputAt = in.proc.LastActivity()
 	dur := h.now().Sub(start)
 	if err != nil && isTransport(err) && ctx.Err() == nil {
-		// The agent died or timed out; its reply may already be in the channel.
+		// The agent died or timed out; its reply may already be in the channel. Kill its whole
+		// process group first, so no straggler (a `buzz` call still running) posts after we look.
+		_ = in.proc.Kill()
 		r.answered = h.answered(context.WithoutCancel(ctx), in.channel.ID, in.batch.Events(), start)
 	}
 	if err != nil {
