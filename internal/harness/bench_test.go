@@ -145,3 +145,65 @@ func rssKiB(b *testing.B, pid int) int {
 	b.Fatal("no VmRSS")
 	return 0
 }
+
+// BenchmarkRestartResume50 restarts buzz-acp with 50 remembered channel sessions and one
+// mention waiting in each: time from process start to the first resumed prompt written, and
+// the share of channels resumed with session/load (the test agent supports load). -benchtime=1x.
+func BenchmarkRestartResume50(b *testing.B) {
+	for range b.N {
+		const n = 50
+		s := newStack(b)
+		ids := []string{s.channel}
+		for i := 1; i < n; i++ {
+			ch := s.relay.CreateChannel(b, s.ownerSK, fmt.Sprintf("ch%d", i), false)
+			s.relay.AddMember(b, s.ownerSK, ch, s.agentPK, "bot")
+			ids = append(ids, ch)
+		}
+		post := func(ch, text string) {
+			ev := nostr.Event{Kind: 9, Content: text, CreatedAt: nostr.Now(), Tags: nostr.Tags{{"h", ch}, {"p", s.agentPK}}}
+			if err := ev.Sign(s.ownerSK); err != nil {
+				b.Fatal(err)
+			}
+			s.relay.Publish(b, s.ownerSK, ev)
+		}
+		s.start([]string{"--log-level", "info"}, "TESTAGENT_NO_CLI=1")
+		for i, ch := range ids {
+			post(ch, fmt.Sprintf("first %d", i))
+		}
+		s.waitRecordedFor(n, 2*time.Minute)
+		s.kill()
+		for i, ch := range ids {
+			post(ch, fmt.Sprintf("second %d", i))
+		}
+		loadsBefore, newsBefore := len(s.methods("session/load")), len(s.methods("session/new"))
+		activity := filepath.Join(b.TempDir(), "activity.jsonl")
+		started := time.Now()
+		s.start([]string{"--activity-log", activity, "--log-level", "info"}, "TESTAGENT_NO_CLI=1")
+		s.waitRecordedFor(2*n, 2*time.Minute)
+		first := firstPromptAt(b, activity)
+		loads := len(s.methods("session/load")) - loadsBefore
+		news := len(s.methods("session/new")) - newsBefore
+		b.ReportMetric(float64(first.Sub(started).Milliseconds()), "ms-to-first-resumed-prompt")
+		b.ReportMetric(100*float64(loads)/n, "%resumed")
+		b.ReportMetric(float64(news), "new-sessions")
+	}
+}
+
+func firstPromptAt(b *testing.B, path string) time.Time {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		var e struct {
+			Time time.Time `json:"time"`
+			Type string    `json:"type"`
+			Data struct{ Dir, Line string }
+		}
+		if json.Unmarshal([]byte(line), &e) == nil && e.Type == "acp_line" && e.Data.Dir == "send" && strings.Contains(e.Data.Line, `"session/prompt"`) {
+			return e.Time
+		}
+	}
+	b.Fatal("no session/prompt in the activity log")
+	return time.Time{}
+}
