@@ -73,9 +73,6 @@ func (h *Harness) dispatch(ctx context.Context) {
 			in.retried = h.resumeRetried[c.ID]
 		}
 		s.busy = true
-		if err := h.jrnl.InFlight(h.now(), b.IDs()...); err != nil {
-			h.log.Warn("journal", "err", err)
-		}
 		tctx, cancel := context.WithCancelCause(ctx)
 		h.inflight[c.ID] = &turnHandle{cancel: cancel, slot: s}
 		go func() {
@@ -94,6 +91,10 @@ func (h *Harness) dispatch(ctx context.Context) {
 func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 	r.in = in
 	start := h.now()
+	// Durable before the agent sees the batch: after a crash this says a reply may exist.
+	if err := h.jrnl.InFlight(start, in.batch.IDs()...); err != nil {
+		h.log.Warn("journal", "err", err)
+	}
 	h.emit(in, "turn_started", map[string]any{"events": in.batch.IDs(), "attempt": in.batch.Attempt})
 	sess := in.session
 	if sess == nil {
@@ -194,7 +195,7 @@ func (h *Harness) finishTurn(ctx context.Context, r turnResult) {
 			s.invalidateChannel(ch, false)
 			_ = h.store.Remove(ch)
 		} else {
-			_ = h.store.Touch(ch, h.now())
+			go h.store.Touch(ch, h.now()) // may write the file (once a minute): not on the loop
 		}
 		h.log.Info("turn done", "channel", ch, "stopReason", r.stop, "session", sess.ID)
 	case r.answered:
