@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/buzz-harness/buzz/internal/acp"
 	"github.com/buzz-harness/buzz/internal/observer"
@@ -238,4 +237,3 @@ func (h *Harness) onUpdate(u acp.SessionUpdate) {
 	h.bus.Publish(observer.Event{Type: typ, SessionID: u.SessionID, Data: data})
 }
 
-var _ = time.Second

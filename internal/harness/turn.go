@@ -16,7 +16,6 @@ import (
 // turnHandle lets the loop stop a running turn; the cause says why (owner cancel, rotate, leave).
 type turnHandle struct {
 	cancel context.CancelCauseFunc
-	slot   *slot
 }
 
 // turnInput is everything a turn goroutine needs; it touches nothing else of the harness's state.
@@ -38,7 +37,6 @@ type turnInput struct {
 type turnResult struct {
 	in         turnInput
 	session    *chanSession // the session used (nil if none could be opened)
-	newSession bool
 	gooseProbe *bool
 	stop       string // stopReason when the prompt returned
 	delivered  []string
@@ -47,7 +45,6 @@ type turnResult struct {
 	cause      error // why the turn's context was cancelled, if it was
 	resumeLost bool  // resume failed indeterminately: respawn and retry once
 	answered   bool  // the turn failed, but the agent's reply had already landed
-	outputAt   time.Time
 }
 
 // dispatch starts turns while there is ready work and an idle agent.
@@ -74,7 +71,7 @@ func (h *Harness) dispatch(ctx context.Context) {
 		}
 		s.busy = true
 		tctx, cancel := context.WithCancelCause(ctx)
-		h.inflight[c.ID] = &turnHandle{cancel: cancel, slot: s}
+		h.inflight[c.ID] = &turnHandle{cancel: cancel}
 		go func() {
 			r := h.runTurn(tctx, in)
 			r.cause = context.Cause(tctx)
@@ -104,7 +101,6 @@ func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 			r.err = err
 			return r
 		}
-		r.newSession = true
 	}
 	r.session = sess
 
@@ -128,7 +124,6 @@ func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 	res, err := in.proc.Prompt(ctx, sess.ID, blocks, acp.PromptOptions{
 		IdleTimeout: h.cfg.IdleTimeout, HardTimeout: h.cfg.MaxTurnDuration, CancelGrace: h.cfg.CancelGrace,
 	})
-	r.outputAt = in.proc.LastActivity()
 	dur := h.now().Sub(start)
 	if err != nil && isTransport(err) && ctx.Err() == nil {
 		// The agent died or timed out; its reply may already be in the channel. Kill its whole
