@@ -168,6 +168,15 @@ func (q *Queue) Requeue(b *Batch, now time.Time) (deadLetter bool) {
 	return false
 }
 
+// RequeueAt puts a failed batch back to wait until at — a provider named when its quota
+// resets — without counting the failure: waiting out a quota is not the batch's fault.
+func (q *Queue) RequeueAt(b *Batch, at time.Time) {
+	c := q.ch(b.ChannelID)
+	c.inFlight = false
+	c.notBefore = at
+	c.items = append(slices.Clone(b.Items), c.items...)
+}
+
 // Return puts a batch back at the front without counting a failure (no agent was free, or the
 // agent died for reasons unrelated to this batch).
 func (q *Queue) Return(b *Batch) {

@@ -118,3 +118,37 @@ func TestQueueDropsOldestOverCap(t *testing.T) {
 		t.Fatalf("dropped %v, want the oldest", dropped)
 	}
 }
+
+func TestQuotaResetParsesWaitsProvidersName(t *testing.T) {
+	cases := map[string]time.Duration{
+		"rate-limited: quota exceeded; retry in 30s":                      30 * time.Second,
+		"API Error: 429 usage limit reached, try again in 2 hours":        2 * time.Hour,
+		"Your limit resets in 45 minutes.":                                45 * time.Minute,
+		"Rate limit: retry after 1.5 seconds":                             1500 * time.Millisecond,
+		"weekly quota exhausted; available again in 400 hours (tomorrow)": maxQuotaWait,
+	}
+	for msg, want := range cases {
+		if got, ok := quotaReset(msg); !ok || got != want {
+			t.Errorf("%q: got %v %v, want %v", msg, got, ok, want)
+		}
+	}
+	for _, msg := range []string{"internal error", "retry later", "connection reset by peer"} {
+		if _, ok := quotaReset(msg); ok {
+			t.Errorf("%q: found a wait where none is named", msg)
+		}
+	}
+}
+
+func TestQueueRequeueAtWaitsWithoutCountingAFailure(t *testing.T) {
+	q := newTestQueue()
+	q.Push("a", ev("1", 1), t0)
+	b, _ := q.Next(t0)
+	q.RequeueAt(b, t0.Add(time.Hour))
+	if _, ok := q.Next(t0.Add(59 * time.Minute)); ok {
+		t.Fatal("batch ran before the named quota reset")
+	}
+	b, ok := q.Next(t0.Add(time.Hour))
+	if !ok || b.Attempt != 0 {
+		t.Fatalf("after the reset: %+v %v (a quota wait must not count as a failure)", b, ok)
+	}
+}

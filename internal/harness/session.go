@@ -236,4 +236,3 @@ func (h *Harness) onUpdate(u acp.SessionUpdate) {
 	}
 	h.bus.Publish(observer.Event{Type: typ, SessionID: u.SessionID, Data: data})
 }
-

@@ -209,6 +209,11 @@ func (h *Harness) finishTurn(ctx context.Context, r turnResult) {
 		if isTransport(r.err) {
 			h.crashed(s) // an agent error (JSON-RPC) keeps the agent and its session
 		}
+		if wait, ok := quotaReset(r.err.Error()); ok {
+			h.log.Warn("agent named a quota reset; waiting for it", "channel", ch, "wait", wait)
+			h.queue.RequeueAt(in.batch, h.now().Add(wait))
+			break
+		}
 		if h.queue.Requeue(in.batch, h.now()) {
 			h.deadLetter(ctx, in, r.err)
 			h.done(in.batch.IDs()...)
