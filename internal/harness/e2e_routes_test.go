@@ -3,6 +3,7 @@ package harness_test
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // standingIn reports whether a prompt text carries the standing [Base] section.
@@ -137,5 +138,18 @@ func TestGooseProbeMethodNotFoundFallsBackToUserMessage(t *testing.T) {
 	ps := s.prompts()
 	if !standingIn(ps[0]) || standingIn(ps[1]) {
 		t.Fatal("after -32601 goose must be briefed once in the first user message")
+	}
+}
+
+func TestGooseProbeOtherErrorFailsSessionCreationClearly(t *testing.T) {
+	s := newStack(t)
+	s.start(nil, "TESTAGENT_NAME=goose", "TESTAGENT_GOOSE_SYSTEM_PROMPT=error")
+	s.mention(s.ownerSK, "hi")
+	s.waitLog("goose system prompt: ", 20*time.Second)
+	if !strings.Contains(s.logs.String(), "system prompt store unavailable") {
+		t.Fatal("the failure does not carry the agent's error")
+	}
+	if len(s.methods("session/prompt")) != 0 {
+		t.Fatal("a session whose system prompt could not be set was prompted")
 	}
 }

@@ -86,7 +86,7 @@ func (h *Harness) openSession(ctx context.Context, in turnInput) (sess *chanSess
 			goose = &no
 			sess.Route = RouteUserMessage
 		default:
-			return nil, nil, false, errors.New("goose system prompt: " + err.Error())
+			return nil, nil, false, fmt.Errorf("goose system prompt: %w", err) // an agent error: keep the agent
 		}
 	}
 	now := h.now()

@@ -8,7 +8,8 @@
 //	TESTAGENT_LOAD_SESSION=0           advertise loadSession false (default true)
 //	TESTAGENT_CAPS=resume,systemPrompt sessionCapabilities to advertise as {}; "systemPrompt=override"
 //	                                   advertises {"mode":{"override":{}}}
-//	TESTAGENT_GOOSE_SYSTEM_PROMPT=1    implement _goose/unstable/session/system-prompt/set (else -32601)
+//	TESTAGENT_GOOSE_SYSTEM_PROMPT=1    implement _goose/unstable/session/system-prompt/set (else -32601);
+//	                                   "error" answers it with -32603
 //
 // Recording and state
 //
@@ -72,7 +73,7 @@ type config struct {
 	name, version    string
 	loadSession      bool
 	caps             map[string]any
-	gooseSysPrompt   bool
+	gooseSysPrompt   string
 	record           string
 	stateDir         string
 	reply            string
@@ -97,7 +98,7 @@ func loadConfig() (config, error) {
 		version:          envOr("TESTAGENT_VERSION", "0.0.0"),
 		loadSession:      os.Getenv("TESTAGENT_LOAD_SESSION") != "0",
 		caps:             map[string]any{},
-		gooseSysPrompt:   os.Getenv("TESTAGENT_GOOSE_SYSTEM_PROMPT") == "1",
+		gooseSysPrompt:   os.Getenv("TESTAGENT_GOOSE_SYSTEM_PROMPT"),
 		record:           os.Getenv("TESTAGENT_RECORD"),
 		stateDir:         os.Getenv("TESTAGENT_STATE_DIR"),
 		reply:            envOr("TESTAGENT_REPLY", "echo: {content}"),
@@ -282,10 +283,13 @@ func (a *agent) HandleRequest(ctx context.Context, method string, params json.Ra
 	case "session/prompt":
 		return a.prompt(ctx, params)
 	case "_goose/unstable/session/system-prompt/set":
-		if !a.cfg.gooseSysPrompt {
-			return nil, acp.MethodNotFound(method)
+		switch a.cfg.gooseSysPrompt {
+		case "1":
+			return map[string]any{}, nil
+		case "error":
+			return nil, acp.NewRPCError(acp.CodeInternal, "system prompt store unavailable", nil)
 		}
-		return map[string]any{}, nil
+		return nil, acp.MethodNotFound(method)
 	default:
 		return nil, acp.MethodNotFound(method)
 	}
