@@ -130,3 +130,18 @@ func TestSessionNewCarriesChannelIdentityAndTitleInOneMeta(t *testing.T) {
 		t.Fatalf("cwd %q is not absolute", p.Cwd)
 	}
 }
+
+func TestAgentDyingDuringLoadIsRespawnedAndLoadRetriedOnce(t *testing.T) {
+	s := newStack(t)
+	s.start(nil)
+	s.waitReply(s.mention(s.ownerSK, "codeword=MANGO").ID)
+	s.kill()
+	s.start(nil, "TESTAGENT_CRASH_ON_LOAD=1", "TESTAGENT_REPLY=answer {codeword}")
+	reply := s.waitReply(s.mention(s.ownerSK, "codeword?").ID)
+	if !strings.Contains(reply.Content, "MANGO") {
+		t.Fatalf("reply %q: the session was not resumed after the retry", reply.Content)
+	}
+	if loads, news := len(s.methods("session/load")), len(s.methods("session/new")); loads != 2 || news != 1 {
+		t.Fatalf("session/load ×%d, session/new ×%d; want 2 (one lost with the agent, one retried) and 1", loads, news)
+	}
+}

@@ -45,6 +45,7 @@
 //	TESTAGENT_HANG_ON=N|all  on that prompt write nothing until session/cancel, then answer "cancelled"
 //	TESTAGENT_IGNORE_CANCEL=1  while hanging, ignore session/cancel too
 //	TESTAGENT_NO_INIT=1      never answer initialize
+//	TESTAGENT_CRASH_ON_LOAD=1  exit during the first session/load (once per state dir)
 //	TESTAGENT_GARBAGE=1      print garbage lines (non-JSON, blank, unknown notification) at start and each turn
 //	TESTAGENT_SPAWN_CHILD=f  start a `sleep` child in the agent's process group and write its pid to f
 //
@@ -273,6 +274,14 @@ func (a *agent) HandleRequest(ctx context.Context, method string, params json.Ra
 	case "session/load":
 		if !a.cfg.loadSession {
 			return nil, acp.MethodNotFound(method)
+		}
+		if os.Getenv("TESTAGENT_CRASH_ON_LOAD") == "1" {
+			// Once per state dir: die in the middle of the first session/load.
+			marker := filepath.Join(a.cfg.stateDir, "crashed-on-load")
+			if _, err := os.Stat(marker); err != nil {
+				_ = os.WriteFile(marker, nil, 0o600)
+				os.Exit(3)
+			}
 		}
 		return a.loadSession(params, true)
 	case "session/resume":
