@@ -98,11 +98,10 @@ func (a *app) channelsCommand() *cobra.Command {
 		if err != nil {
 			return nil, err
 		}
-		evs, err := b.Query(ctx, client.Filter{Filter: nostr.Filter{Kinds: []int{protocol.KindGroupMetadata}, Tags: nostr.TagMap{"d": {ch}}, Limit: 1}})
+		ev, err := queryNewest(ctx, b, nostr.Filter{Kinds: []int{protocol.KindGroupMetadata}, Tags: nostr.TagMap{"d": {ch}}, Limit: 1})
 		if err != nil {
 			return nil, err
 		}
-		ev := newest(evs)
 		if ev == nil {
 			return nil, nil
 		}
@@ -226,13 +225,9 @@ func (a *app) channelWrite(use, short string, kind int, withTarget bool) *cobra.
 
 // channelMembers reads the newest kind 39002 for ch (nil when none is visible).
 func channelMembers(ctx context.Context, b *client.Bridge, ch string) ([]protocol.Member, error) {
-	evs, err := b.Query(ctx, client.Filter{Filter: nostr.Filter{Kinds: []int{protocol.KindGroupMembers}, Tags: nostr.TagMap{"d": {ch}}, Limit: 1}})
-	if err != nil {
+	ev, err := queryNewest(ctx, b, nostr.Filter{Kinds: []int{protocol.KindGroupMembers}, Tags: nostr.TagMap{"d": {ch}}, Limit: 1})
+	if err != nil || ev == nil {
 		return nil, err
-	}
-	ev := newest(evs)
-	if ev == nil {
-		return nil, nil
 	}
 	return protocol.ParseMembers(ev), nil
 }

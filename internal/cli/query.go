@@ -79,6 +79,15 @@ func latestByD(evs []nostr.Event) []nostr.Event {
 	return out
 }
 
+// queryNewest runs one filter and returns the newest matching event, or nil.
+func queryNewest(ctx context.Context, b *client.Bridge, f nostr.Filter) (*nostr.Event, error) {
+	evs, err := b.Query(ctx, client.Filter{Filter: f})
+	if err != nil {
+		return nil, err
+	}
+	return newest(evs), nil
+}
+
 // newest returns the newest event of evs, or nil.
 func newest(evs []nostr.Event) *nostr.Event {
 	var best *nostr.Event

@@ -109,11 +109,7 @@ func (a *app) usersCommand() *cobra.Command {
 }
 
 func latestProfile(ctx context.Context, b *client.Bridge, pk string) (*nostr.Event, error) {
-	evs, err := b.Query(ctx, client.Filter{Filter: nostr.Filter{Kinds: []int{protocol.KindProfile}, Authors: []string{pk}, Limit: 1}})
-	if err != nil {
-		return nil, err
-	}
-	return newest(evs), nil
+	return queryNewest(ctx, b, nostr.Filter{Kinds: []int{protocol.KindProfile}, Authors: []string{pk}, Limit: 1})
 }
 
 func (a *app) reactionsCommand() *cobra.Command {
@@ -168,11 +164,10 @@ func (a *app) canvasCommand() *cobra.Command {
 		if err != nil {
 			return nil, err
 		}
-		evs, err := b.Query(ctx, client.Filter{Filter: nostr.Filter{Kinds: []int{protocol.KindCanvas}, Tags: nostr.TagMap{"h": {ch}}, Limit: 1}})
+		ev, err := queryNewest(ctx, b, nostr.Filter{Kinds: []int{protocol.KindCanvas}, Tags: nostr.TagMap{"h": {ch}}, Limit: 1})
 		if err != nil {
 			return nil, err
 		}
-		ev := newest(evs)
 		if ev == nil {
 			return nil, nil
 		}
