@@ -153,3 +153,17 @@ func TestGooseProbeOtherErrorFailsSessionCreationClearly(t *testing.T) {
 		t.Fatal("a session whose system prompt could not be set was prompted")
 	}
 }
+
+func TestUserMessageRouteBriefsAgainAfterMaxTokens(t *testing.T) {
+	s := newStack(t)
+	s.start(nil, "TESTAGENT_STOP_REASON=max_tokens")
+	s.waitReply(s.mention(s.ownerSK, "one").ID)
+	s.waitReply(s.mention(s.ownerSK, "two").ID)
+	ps := s.prompts()
+	if len(ps) != 2 || !standingIn(ps[0]) || !standingIn(ps[1]) {
+		t.Fatal("after max_tokens the session must be replaced and the new one briefed")
+	}
+	if len(s.methods("session/new")) != 2 {
+		t.Fatalf("%d session/new, want 2", len(s.methods("session/new")))
+	}
+}
