@@ -46,7 +46,11 @@ type options struct {
 	heartbeatPrompt, heartbeatPromptFile           string
 	stateDir                                       string
 	noResumeSessions                               bool
-	activityLog, activityAddr, logLevel            string
+	// envErrs are environment values that did not parse: a typo in an env var is an error,
+	// not a silent default.
+	envErrs []error
+
+	activityLog, activityAddr, logLevel string
 }
 
 // Command returns the buzz-acp root command.
@@ -86,31 +90,31 @@ func Command() *cobra.Command {
 	str(f, &o.agentCommand, "agent-command", "BUZZ_ACP_AGENT_COMMAND", "buzz-agent", "ACP agent to run")
 	str(f, &o.agentArgs, "agent-args", "BUZZ_ACP_AGENT_ARGS", "", "agent arguments, comma-separated")
 	str(f, &o.agentCwd, "agent-cwd", "BUZZ_ACP_AGENT_CWD", "", "agent working directory (default: current directory)")
-	num(f, &o.agents, "agents", "BUZZ_ACP_AGENTS", 1, "agent processes running channels in parallel (1–32)")
-	num(f, &o.initTimeout, "agent-init-timeout", "BUZZ_ACP_AGENT_INIT_TIMEOUT", 60, "seconds an agent may take to answer initialize before it is killed and respawned")
-	num(f, &o.idleTimeout, "idle-timeout", "BUZZ_ACP_IDLE_TIMEOUT", 620, "seconds without agent output before a turn is cancelled")
-	num(f, &o.maxTurnDuration, "max-turn-duration", "BUZZ_ACP_MAX_TURN_DURATION", 7200, "hard cap on one turn, seconds")
+	num(f, &o.envErrs, &o.agents, "agents", "BUZZ_ACP_AGENTS", 1, "agent processes running channels in parallel (1–32)")
+	num(f, &o.envErrs, &o.initTimeout, "agent-init-timeout", "BUZZ_ACP_AGENT_INIT_TIMEOUT", 60, "seconds an agent may take to answer initialize before it is killed and respawned")
+	num(f, &o.envErrs, &o.idleTimeout, "idle-timeout", "BUZZ_ACP_IDLE_TIMEOUT", 620, "seconds without agent output before a turn is cancelled")
+	num(f, &o.envErrs, &o.maxTurnDuration, "max-turn-duration", "BUZZ_ACP_MAX_TURN_DURATION", 7200, "hard cap on one turn, seconds")
 	str(f, &o.permissions, "permissions", "BUZZ_ACP_PERMISSIONS", "allow", "answer agent permission requests: allow (allow_once) or deny (reject_once)")
 	str(f, &o.respondTo, "respond-to", "BUZZ_ACP_RESPOND_TO", "owner-only", "whose mentions to answer: owner-only, allowlist, anyone, nobody")
 	str(f, &o.allowlist, "respond-to-allowlist", "BUZZ_ACP_RESPOND_TO_ALLOWLIST", "", "pubkeys (comma-separated) for --respond-to allowlist")
 	str(f, &o.kinds, "kinds", "BUZZ_ACP_KINDS", "9,46010,40007", "event kinds to subscribe to, comma-separated")
 	str(f, &o.channels, "channels", "BUZZ_ACP_CHANNELS", "", "only these channel ids (comma-separated); default all member channels")
-	boolean(f, &o.noMentionFilter, "no-mention-filter", "BUZZ_ACP_NO_MENTION_FILTER", "receive every event, not only those mentioning the agent")
-	num(f, &o.contextLimit, "context-message-limit", "BUZZ_ACP_CONTEXT_MESSAGE_LIMIT", 12, "thread/conversation messages included in a prompt (0–100)")
-	num(f, &o.maxTurnsPerSession, "max-turns-per-session", "BUZZ_ACP_MAX_TURNS_PER_SESSION", 0, "rotate a channel's session after this many turns (0 = never)")
+	boolean(f, &o.envErrs, &o.noMentionFilter, "no-mention-filter", "BUZZ_ACP_NO_MENTION_FILTER", "receive every event, not only those mentioning the agent")
+	num(f, &o.envErrs, &o.contextLimit, "context-message-limit", "BUZZ_ACP_CONTEXT_MESSAGE_LIMIT", 12, "thread/conversation messages included in a prompt (0–100)")
+	num(f, &o.envErrs, &o.maxTurnsPerSession, "max-turns-per-session", "BUZZ_ACP_MAX_TURNS_PER_SESSION", 0, "rotate a channel's session after this many turns (0 = never)")
 	str(f, &o.sessionTitle, "session-title", "BUZZ_ACP_SESSION_TITLE", "", "agent display name used in _meta.sessionTitle")
 	str(f, &o.basePromptFile, "base-prompt-file", "BUZZ_ACP_BASE_PROMPT_FILE", "", "replace the built-in [Base] prompt with this file (≤1 MB)")
-	boolean(f, &o.noBasePrompt, "no-base-prompt", "BUZZ_ACP_NO_BASE_PROMPT", "send no [Base] prompt")
+	boolean(f, &o.envErrs, &o.noBasePrompt, "no-base-prompt", "BUZZ_ACP_NO_BASE_PROMPT", "send no [Base] prompt")
 	str(f, &o.systemPrompt, "system-prompt", "BUZZ_ACP_SYSTEM_PROMPT", "", "persona text, sent as [System]")
 	str(f, &o.systemPromptFile, "system-prompt-file", "BUZZ_ACP_SYSTEM_PROMPT_FILE", "", "persona from a file")
 	str(f, &o.teamInstructions, "team-instructions", "BUZZ_ACP_TEAM_INSTRUCTIONS", "", "team instructions, sent as [Team Instructions]")
 	str(f, &o.initialMessage, "initial-message", "BUZZ_ACP_INITIAL_MESSAGE", "", "first prompt of every new channel session")
-	boolean(f, &o.noMemory, "no-memory", "BUZZ_ACP_NO_MEMORY", "do not load core memory (kind 30174)")
-	num(f, &o.heartbeatInterval, "heartbeat-interval", "BUZZ_ACP_HEARTBEAT_INTERVAL", 0, "seconds between heartbeat prompts (0 = off, else ≥10)")
+	boolean(f, &o.envErrs, &o.noMemory, "no-memory", "BUZZ_ACP_NO_MEMORY", "do not load core memory (kind 30174)")
+	num(f, &o.envErrs, &o.heartbeatInterval, "heartbeat-interval", "BUZZ_ACP_HEARTBEAT_INTERVAL", 0, "seconds between heartbeat prompts (0 = off, else ≥10)")
 	str(f, &o.heartbeatPrompt, "heartbeat-prompt", "BUZZ_ACP_HEARTBEAT_PROMPT", "", "heartbeat prompt text")
 	str(f, &o.heartbeatPromptFile, "heartbeat-prompt-file", "BUZZ_ACP_HEARTBEAT_PROMPT_FILE", "", "heartbeat prompt from a file")
 	str(f, &o.stateDir, "state-dir", "BUZZ_ACP_STATE_DIR", "", "where the session store lives (default <cwd>/.buzz-acp)")
-	boolean(f, &o.noResumeSessions, "no-resume-sessions", "BUZZ_ACP_NO_RESUME_SESSIONS", "do not remember or resume channel sessions")
+	boolean(f, &o.envErrs, &o.noResumeSessions, "no-resume-sessions", "BUZZ_ACP_NO_RESUME_SESSIONS", "do not remember or resume channel sessions")
 	str(f, &o.activityLog, "activity-log", "BUZZ_ACP_ACTIVITY_LOG", "", "write the activity feed to this file as JSON lines")
 	str(f, &o.activityAddr, "activity-addr", "BUZZ_ACP_ACTIVITY_ADDR", "", "serve the activity console on this loopback address (e.g. 127.0.0.1:3002)")
 	str(f, &o.logLevel, "log-level", "BUZZ_ACP_LOG_LEVEL", "info", "debug, info, warn or error")
@@ -122,6 +126,9 @@ func Command() *cobra.Command {
 
 func (o *options) config(stderr io.Writer) (harness.Config, func(), error) {
 	noop := func() {}
+	if len(o.envErrs) > 0 {
+		return harness.Config{}, noop, o.envErrs[0]
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return harness.Config{}, noop, fmt.Errorf("--log-level: %w", err)
@@ -321,19 +328,25 @@ func str(f *pflag.FlagSet, p *string, name, env, def, usage string) {
 	f.StringVar(p, name, def, usage+" ["+env+"]")
 }
 
-func num(f *pflag.FlagSet, p *int, name, env string, def int, usage string) {
+func num(f *pflag.FlagSet, envErrs *[]error, p *int, name, env string, def int, usage string) {
 	if v, ok := os.LookupEnv(env); ok {
-		if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			*envErrs = append(*envErrs, fmt.Errorf("%s=%q is not a whole number", env, v))
+		} else {
 			def = n
 		}
 	}
 	f.IntVar(p, name, def, usage+" ["+env+"]")
 }
 
-func boolean(f *pflag.FlagSet, p *bool, name, env, usage string) {
+func boolean(f *pflag.FlagSet, envErrs *[]error, p *bool, name, env, usage string) {
 	def := false
 	if v, ok := os.LookupEnv(env); ok {
-		def, _ = strconv.ParseBool(strings.TrimSpace(v))
+		var err error
+		if def, err = strconv.ParseBool(strings.TrimSpace(v)); err != nil {
+			*envErrs = append(*envErrs, fmt.Errorf("%s=%q is not true or false", env, v))
+		}
 	}
 	f.BoolVar(p, name, def, usage+" ["+env+"]")
 }
