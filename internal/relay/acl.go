@@ -79,6 +79,9 @@ func (r *Relay) canSee(pubkey string, ev *nostr.Event, channelID string) bool {
 	if isPGated(ev.Kind) && !ev.Tags.ContainsAny("p", []string{pubkey}) {
 		return false
 	}
+	if slices.Contains(store.OwnerOnlyKinds, ev.Kind) && ev.PubKey != pubkey && !ev.Tags.ContainsAny("p", []string{pubkey}) {
+		return false
+	}
 	if channelID != "" && !r.acl.canRead(pubkey, channelID) {
 		return false
 	}

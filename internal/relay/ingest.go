@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -88,12 +89,17 @@ func (r *Relay) submitChecked(ctx context.Context, ev *nostr.Event, checkErr err
 	case overHTTP && protocol.IsEphemeral(ev.Kind):
 		return rejected(http.StatusBadRequest, "invalid: ephemeral events must be sent over WebSocket")
 	}
+	chID, hasCh := protocol.ChannelID(ev.Tags)
 	for _, t := range ev.Tags {
 		if len(t) >= 2 && t[0] == "h" && !protocol.IsUUID(t[1]) {
 			return rejected(http.StatusBadRequest, "invalid: channel id (h tag) must be a UUID")
 		}
+		// One event, one channel: a second h tag would let a write checked against one channel
+		// match readers' #h filters of another.
+		if len(t) >= 2 && t[0] == "h" && t[1] != chID {
+			return rejected(http.StatusBadRequest, "invalid: an event belongs to one channel (several h tags)")
+		}
 	}
-	chID, hasCh := protocol.ChannelID(ev.Tags)
 	if channelKinds[ev.Kind] && !hasCh {
 		return rejected(http.StatusBadRequest, "invalid: missing h tag with the channel id")
 	}
@@ -101,8 +107,9 @@ func (r *Relay) submitChecked(ctx context.Context, ev *nostr.Event, checkErr err
 		return r.submitAdmin(ctx, ev, chID)
 	}
 	scope := storageChannel(ev)
-	if scope != "" {
-		if res, ok := r.checkWrite(ev.PubKey, scope); !ok {
+	// Globally stored kinds (profiles, say) that name a channel still need the right to write there.
+	if target := cmp.Or(scope, chID); target != "" {
+		if res, ok := r.checkWrite(ev.PubKey, target); !ok {
 			return res
 		}
 	}

@@ -24,6 +24,13 @@ func buildWhere(reader string, f Filter) (where string, args []any, empty bool) 
 	conds = append(conds, `(e.kind NOT IN (`+strings.Join(pg, ",")+`)
 		OR EXISTS (SELECT 1 FROM event_tags pt WHERE pt.seq = e.seq AND pt.name = 'p' AND pt.value = ?))`)
 	args = append(args, reader)
+	oo := make([]string, len(OwnerOnlyKinds))
+	for i, k := range OwnerOnlyKinds {
+		oo[i] = strconv.Itoa(k)
+	}
+	conds = append(conds, `(e.kind NOT IN (`+strings.Join(oo, ",")+`) OR e.pubkey = ?
+		OR EXISTS (SELECT 1 FROM event_tags ot WHERE ot.seq = e.seq AND ot.name = 'p' AND ot.value = ?))`)
+	args = append(args, reader, reader)
 
 	in := func(col string, vals []string) {
 		conds = append(conds, col+" IN ("+placeholders(len(vals))+")")

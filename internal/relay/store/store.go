@@ -73,5 +73,9 @@ type Tx interface {
 	RemoveMember(channelID, pubkey string) error
 }
 
+// OwnerOnlyKinds are readable only by their author or the pubkey in their p tag (NIP-AE engrams:
+// an agent's memory).
+var OwnerOnlyKinds = []int{30174}
+
 // PGatedKinds are only readable by the pubkey in their p tag.
 var PGatedKinds = []int{1059, 24200, 44100, 44101, 44200}
