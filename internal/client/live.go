@@ -89,7 +89,11 @@ type Live struct {
 
 type liveSub struct {
 	filter   nostr.Filter
-	lastSeen nostr.Timestamp // newest created_at delivered on this sub
+	lastSeen nostr.Timestamp // newest created_at delivered on this sub, after its backlog
+	// Stored events come newest first, so until EOSE the newest delivered one says nothing about
+	// the older ones still to come: a reconnect then must ask from the old floor again.
+	inBacklog  bool
+	backlogMax nostr.Timestamp
 }
 
 type okResult struct {
@@ -195,6 +199,7 @@ func (l *Live) Subscriptions() []string {
 }
 
 func (s *liveSub) reqFilter() nostr.Filter {
+	s.inBacklog, s.backlogMax = true, 0
 	f := s.filter
 	if s.lastSeen > 0 {
 		since := s.lastSeen - resubscribeSkew
@@ -447,6 +452,12 @@ func (l *Live) handle(ctx context.Context, conn *websocket.Conn, raw []byte) err
 		if !l.wanted(msg.subID) {
 			return nil
 		}
+		l.mu.Lock()
+		if s := l.subs[msg.subID]; s != nil && s.inBacklog {
+			s.inBacklog = false
+			s.lastSeen = max(s.lastSeen, s.backlogMax)
+		}
+		l.mu.Unlock()
 		return l.deliver(ctx, Incoming{SubID: msg.subID, EOSE: true})
 	case "CLOSED":
 		return l.handleClosed(ctx, msg)
@@ -501,8 +512,12 @@ func (l *Live) handleEvent(ctx context.Context, msg relayMessage) error {
 	// Only delivered events advance the resubscribe floor, so a stalled consumer never
 	// makes us skip what it did not get.
 	l.mu.Lock()
-	if s := l.subs[msg.subID]; s != nil && ev.CreatedAt > s.lastSeen {
-		s.lastSeen = ev.CreatedAt
+	if s := l.subs[msg.subID]; s != nil {
+		if s.inBacklog {
+			s.backlogMax = max(s.backlogMax, ev.CreatedAt)
+		} else {
+			s.lastSeen = max(s.lastSeen, ev.CreatedAt)
+		}
 	}
 	l.mu.Unlock()
 	return nil

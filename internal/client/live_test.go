@@ -230,6 +230,30 @@ func TestLiveResubscribesAfterReconnectFromLastSeenMinusFiveSeconds(t *testing.T
 	}
 }
 
+// Stored events arrive newest first: a connection lost before EOSE must not move the floor to
+// the newest one, or the older stored events still to come would never be asked for again.
+func TestLiveConnectionLostBeforeEOSEResubscribesFromTheOldFloor(t *testing.T) {
+	fr := newFakeRelay(t)
+	since := nostr.Timestamp(100)
+	l, _ := startLive(t, fr, func(l *Live) { l.Subscribe("ch-a", nostr.Filter{Kinds: []int{9}, Since: &since}) })
+	fc := fr.accept(t)
+	fc.authenticate()
+	fc.req()
+	newest := signedEvent(t, 1000, "newest stored")
+	fc.send("EVENT", "ch-a", newest)
+	if in := recv(t, l); in.Event == nil || in.Event.ID != newest.ID {
+		t.Fatalf("got %+v", in)
+	}
+	fc.kill() // before the older stored events and EOSE
+
+	fc2 := fr.accept(t)
+	fc2.authenticate()
+	id, f := fc2.req()
+	if id != "ch-a" || f.Since == nil || *f.Since != 100 {
+		t.Fatalf("re-REQ %s since=%v, want ch-a since=100 (the backlog was not finished)", id, f.Since)
+	}
+}
+
 func TestLiveResubscribeKeepsLaterFilterSince(t *testing.T) {
 	since := nostr.Timestamp(2000)
 	s := &liveSub{filter: nostr.Filter{Since: &since}, lastSeen: 1000}
