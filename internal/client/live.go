@@ -511,12 +511,14 @@ func (l *Live) handleEvent(ctx context.Context, msg relayMessage) error {
 	}
 	// Only delivered events advance the resubscribe floor, so a stalled consumer never
 	// makes us skip what it did not get.
+	// An event dated ahead of our clock must not move the floor into the future.
+	at := min(ev.CreatedAt, nostr.Timestamp(received.Unix()))
 	l.mu.Lock()
 	if s := l.subs[msg.subID]; s != nil {
 		if s.inBacklog {
-			s.backlogMax = max(s.backlogMax, ev.CreatedAt)
+			s.backlogMax = max(s.backlogMax, at)
 		} else {
-			s.lastSeen = max(s.lastSeen, ev.CreatedAt)
+			s.lastSeen = max(s.lastSeen, at)
 		}
 	}
 	l.mu.Unlock()
@@ -530,8 +532,11 @@ func (l *Live) handleClosed(ctx context.Context, msg relayMessage) error {
 	if err := l.deliver(ctx, Incoming{SubID: msg.subID, Closed: msg.message}); err != nil {
 		return err
 	}
-	if strings.HasPrefix(msg.message, "restricted:") {
-		// Access denied for this sub only (not a member, access revoked): stop asking.
+	if strings.HasPrefix(msg.message, "restricted:") || strings.HasPrefix(msg.message, "invalid:") ||
+		strings.HasPrefix(msg.message, "blocked:") {
+		// Denied or malformed for this sub only (not a member, access revoked, a filter the relay
+		// refuses): asking again would fail the same way, so stop asking.
+		l.log.Warn("relay closed subscription for good", "sub", msg.subID, "reason", msg.message)
 		l.mu.Lock()
 		delete(l.subs, msg.subID)
 		l.mu.Unlock()

@@ -534,3 +534,27 @@ func FuzzParseRelayMessage(f *testing.F) {
 		}
 	})
 }
+
+func TestLiveForgetsSubscriptionClosedAsInvalidInsteadOfReconnecting(t *testing.T) {
+	fr := newFakeRelay(t)
+	l, _ := startLive(t, fr, func(l *Live) {
+		l.Subscribe("bad", nostr.Filter{})
+		l.Subscribe("good", nostr.Filter{})
+	})
+	fc := fr.accept(t)
+	fc.authenticate()
+	fc.req()
+	fc.req()
+	fc.send("CLOSED", "bad", "invalid: tag filters must be single letters")
+	if in := recv(t, l); in.Closed == "" {
+		t.Fatalf("got %+v", in)
+	}
+	ev := signedEvent(t, 1000, "still connected")
+	fc.send("EVENT", "good", ev)
+	if in := recv(t, l); in.Event == nil || in.Event.ID != ev.ID {
+		t.Fatalf("got %+v: the session did not survive an invalid: CLOSED", in)
+	}
+	if subs := l.Subscriptions(); len(subs) != 1 || subs[0] != "good" {
+		t.Fatalf("subscriptions %v, want only good", subs)
+	}
+}

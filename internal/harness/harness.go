@@ -38,7 +38,8 @@ type Harness struct {
 	channels map[string]*channel // subscribed channels by id
 	removed  map[string]bool     // channels we were removed from while a turn ran
 	seen     *idSet              // event ids already accepted (a replay never prompts twice)
-	memberTS int64               // newest membership notice handled
+	memberTS map[string]int64    // per channel: newest membership notice handled
+	metas    chan metaResult     // channel metadata fetched for a membership notice
 
 	slots    []*slot
 	inflight map[string]*turnHandle // channel → running turn
@@ -82,6 +83,8 @@ func New(cfg Config) (*Harness, error) {
 		gate:          Gate{Mode: cfg.RespondTo, Owner: cfg.Owner, Allowlist: cfg.Allowlist},
 		channels:      map[string]*channel{},
 		removed:       map[string]bool{},
+		memberTS:      map[string]int64{},
+		metas:         make(chan metaResult, 16),
 		seen:          newIDSet(20000),
 		inflight:      map[string]*turnHandle{},
 		resumeRetried: map[string]bool{},
@@ -123,7 +126,10 @@ func (h *Harness) Run(ctx context.Context) error {
 		if oldest := h.watermark.Add(-maxCatchUp); since.Before(oldest) {
 			since = oldest
 		}
-		h.watermark = since
+		// Never from the future: one event dated ahead must not blind every subscription.
+		if since.Before(h.watermark) {
+			h.watermark = since
+		}
 	}
 	h.live = client.NewLive(client.LiveConfig{RelayURL: h.cfg.RelayURL, SecretKey: h.cfg.SecretKey, Logger: h.log})
 	liveErr := make(chan error, 1)
@@ -172,6 +178,8 @@ func (h *Harness) Run(ctx context.Context) error {
 			h.finishTurn(ctx, r)
 		case s := <-h.spawns:
 			h.finishSpawn(ctx, s)
+		case m := <-h.metas:
+			h.joinChannel(m)
 		case <-tick.C:
 			h.maintain(ctx)
 		case <-heartbeats:

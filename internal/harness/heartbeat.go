@@ -96,5 +96,6 @@ func (h *Harness) finishHeartbeat(r turnResult) {
 		h.log.Warn("heartbeat failed", "slot", s.idx, "err", r.err)
 		s.heartbeat = nil
 	}
+	h.returnSlot(s)
 	h.poke()
 }

@@ -26,9 +26,10 @@ type queued struct {
 
 // Batch is what one turn prompts with: events of one channel, sorted by created_at.
 type Batch struct {
-	ChannelID string
-	Items     []queued
-	Attempt   int // failed attempts so far
+	ChannelID  string
+	Items      []queued
+	Attempt    int // failed attempts so far
+	QuotaWaits int // quota resets waited out so far (bounded separately: maxQuotaWaits)
 }
 
 // Events returns the batch's events in order.
@@ -53,10 +54,11 @@ func (b *Batch) IDs() []string {
 func (b *Batch) Last() *nostr.Event { return b.Items[len(b.Items)-1].Event }
 
 type channelQueue struct {
-	items     []queued
-	inFlight  bool
-	attempts  int
-	notBefore time.Time
+	items      []queued
+	inFlight   bool
+	attempts   int
+	quotaWaits int
+	notBefore  time.Time
 }
 
 // Queue is the per-channel FIFO: at most one batch in flight per channel; the channel whose oldest
@@ -120,7 +122,7 @@ func (q *Queue) Next(now time.Time) (b *Batch, ok bool) {
 	// Relays replay newest-first; the prompt's last event must be the newest.
 	slices.SortStableFunc(items, func(a, b queued) int { return int(a.Event.CreatedAt) - int(b.Event.CreatedAt) })
 	c.inFlight = true
-	return &Batch{ChannelID: best, Items: items, Attempt: c.attempts}, true
+	return &Batch{ChannelID: best, Items: items, Attempt: c.attempts, QuotaWaits: c.quotaWaits}, true
 }
 
 // NextReady reports when the earliest throttled channel becomes ready (zero if none waits).
@@ -141,7 +143,7 @@ func (q *Queue) NextReady(now time.Time) time.Time {
 func (q *Queue) Complete(channelID string) {
 	c := q.ch(channelID)
 	c.inFlight = false
-	c.attempts = 0
+	c.attempts, c.quotaWaits = 0, 0
 	c.notBefore = time.Time{}
 }
 
@@ -173,6 +175,7 @@ func (q *Queue) Requeue(b *Batch, now time.Time) (deadLetter bool) {
 func (q *Queue) RequeueAt(b *Batch, at time.Time) {
 	c := q.ch(b.ChannelID)
 	c.inFlight = false
+	c.quotaWaits++
 	c.notBefore = at
 	c.items = append(slices.Clone(b.Items), c.items...)
 }

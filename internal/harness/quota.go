@@ -11,6 +11,11 @@ import (
 // "quota exceeded; try again in 2 hours", "usage limit resets in 45 minutes").
 var quotaPattern = regexp.MustCompile(`(?i)(?:retry|try again|resets?|available again)\s+(?:in|after)\s+(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?|h|hrs?|hours?)\b`)
 
+// maxQuotaWaits bounds how often one batch waits out a named reset before ordinary retries
+// (and, eventually, a dead letter) take over: an agent that always says "retry in 1s" must not
+// keep a batch alive forever.
+const maxQuotaWaits = 20
+
 // maxQuotaWait bounds a named wait, so a garbled message cannot park a channel for days.
 const maxQuotaWait = 24 * time.Hour
 

@@ -146,8 +146,12 @@ func (h *Harness) leave(id, why string) {
 func (h *Harness) handleIncoming(ctx context.Context, in client.Incoming) {
 	switch {
 	case in.Closed != "":
-		if id, ok := strings.CutPrefix(in.SubID, subChannelPfx); ok && strings.HasPrefix(in.Closed, "restricted:") {
+		id, isChannel := strings.CutPrefix(in.SubID, subChannelPfx)
+		switch {
+		case isChannel && strings.HasPrefix(in.Closed, "restricted:"):
 			h.leave(id, in.Closed)
+		default:
+			h.log.Warn("relay closed a subscription", "sub", in.SubID, "reason", in.Closed)
 		}
 	case in.Event == nil:
 	case in.SubID == subMembership:
@@ -160,16 +164,16 @@ func (h *Harness) handleIncoming(ctx context.Context, in client.Incoming) {
 }
 
 // handleMembership subscribes to channels we are added to (replaying from the notice's time) and
-// leaves channels we are removed from. Notices older than the newest handled are stale.
+// leaves channels we are removed from. Per channel, a notice older than the newest handled is stale.
 func (h *Harness) handleMembership(ctx context.Context, ev *nostr.Event) {
-	if int64(ev.CreatedAt) < h.memberTS || !h.seen.Add(ev.ID) {
-		return
-	}
-	h.memberTS = int64(ev.CreatedAt)
 	id, ok := protocol.ChannelID(ev.Tags)
-	if !ok || !protocol.Mentioned(ev.Tags, h.agent) {
+	if !ok || !protocol.Mentioned(ev.Tags, h.agent) || !h.seen.Add(ev.ID) {
 		return
 	}
+	if int64(ev.CreatedAt) < h.memberTS[id] {
+		return
+	}
+	h.memberTS[id] = int64(ev.CreatedAt)
 	if h.cfg.Channels != nil && !h.cfg.Channels[id] {
 		return
 	}
@@ -178,17 +182,39 @@ func (h *Harness) handleMembership(ctx context.Context, ev *nostr.Event) {
 		if _, ok := h.channels[id]; ok {
 			return
 		}
-		c := &channel{ID: id, Name: "unknown", Type: "unknown"}
-		if m, err := h.channelMeta(ctx, id); err == nil && m != nil {
-			if m.Archived {
-				return
+		// The metadata comes over HTTP: fetch it off the loop and subscribe when it is back.
+		go func() {
+			m, err := h.channelMeta(ctx, id)
+			select {
+			case h.metas <- metaResult{notice: ev, id: id, meta: m, err: err}:
+			case <-ctx.Done():
 			}
-			c = channelFromMeta(*m)
-		}
-		h.subscribe(c, ev.CreatedAt.Time())
+		}()
 	case protocol.KindMemberRemoved:
 		h.leave(id, "removed from channel")
 	}
+}
+
+type metaResult struct {
+	notice *nostr.Event
+	id     string
+	meta   *protocol.ChannelMeta
+	err    error
+}
+
+// joinChannel subscribes to a channel we were added to, unless a newer notice removed us since.
+func (h *Harness) joinChannel(m metaResult) {
+	if h.memberTS[m.id] > int64(m.notice.CreatedAt) || h.channels[m.id] != nil {
+		return
+	}
+	c := &channel{ID: m.id, Name: "unknown", Type: "unknown"}
+	if m.err == nil && m.meta != nil {
+		if m.meta.Archived {
+			return
+		}
+		c = channelFromMeta(*m.meta)
+	}
+	h.subscribe(c, m.notice.CreatedAt.Time())
 }
 
 func (h *Harness) channelMeta(ctx context.Context, id string) (*protocol.ChannelMeta, error) {

@@ -28,7 +28,7 @@ func (h *Harness) openSession(ctx context.Context, in turnInput) (sess *chanSess
 		params.SystemPrompt = &acp.SystemPrompt{Mode: "append", Content: []acp.ContentBlock{{Type: "text", Text: sysText}}}
 	}
 
-	if rec, ok := h.store.Get(ch.ID, h.storeScope()); ok && !in.fresh && (in.ident.Resume || in.ident.LoadSession) {
+	if rec, ok := h.store.Get(ch.ID, h.storeScope()); ok && !in.fresh && !in.noResume && (in.ident.Resume || in.ident.LoadSession) {
 		params.SessionID = rec.SessionID
 		method := "session/load"
 		if in.ident.Resume {

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -28,7 +29,10 @@ type turnInput struct {
 	session *chanSession // nil: open one (resume, load or new)
 	retried bool         // an indeterminate resume already cost one respawn
 	fresh   bool         // the owner rotated: _meta.freshSession on session/new
-	turnID  string
+	// noResume: another agent process holds this channel's session live; resuming the same id
+	// here would fork the conversation, so this agent opens its own.
+	noResume bool
+	turnID   string
 	// heartbeat: a scheduled prompt on the slot's heartbeat session, not a channel batch.
 	heartbeat bool
 }
@@ -68,6 +72,11 @@ func (h *Harness) dispatch(ctx context.Context) {
 		if in.session == nil {
 			in.fresh = h.store.TakeFresh(c.ID)
 			in.retried = h.resumeRetried[c.ID]
+			for _, o := range h.slots {
+				if _, ok := o.sessions[c.ID]; ok && o != s {
+					in.noResume = true
+				}
+			}
 		}
 		s.busy = true
 		tctx, cancel := context.WithCancelCause(ctx)
@@ -163,16 +172,20 @@ func (h *Harness) finishTurn(ctx context.Context, r turnResult) {
 		s.sessions[ch] = r.session
 	}
 
+	stopped := r.cause != nil && r.cause != errShutdown // owner cancel, rotate, or the channel was left
 	switch {
-	case r.cause != nil && r.cause != errShutdown && (r.err == nil || errors.Is(r.err, context.Canceled) || errors.Is(r.err, acp.ErrCancelTimeout) || r.stop == "cancelled"):
-		// Owner cancel, rotate or leave: the batch is dropped; the session is not reused.
+	case stopped || h.removed[ch] || h.channels[ch] == nil:
+		// The batch is dropped and the session not reused, whatever the agent answered.
 		h.queue.Drop(ch)
 		h.done(in.batch.IDs()...)
 		s.invalidateChannel(ch, false)
-		if errors.Is(r.err, acp.ErrCancelTimeout) {
+		if isTransport(r.err) && !errors.Is(r.err, context.Canceled) {
 			h.crashed(s)
 		}
-		h.log.Info("turn stopped", "channel", ch, "why", r.cause)
+		if h.channels[ch] == nil {
+			_ = h.store.Remove(ch) // a turn's Put may have raced the leave
+		}
+		h.log.Info("turn stopped", "channel", ch, "why", cmp.Or(r.cause, errLeft))
 	case r.err == nil:
 		h.queue.Complete(ch)
 		h.done(in.batch.IDs()...)
@@ -209,7 +222,8 @@ func (h *Harness) finishTurn(ctx context.Context, r turnResult) {
 		if isTransport(r.err) {
 			h.crashed(s) // an agent error (JSON-RPC) keeps the agent and its session
 		}
-		if wait, ok := quotaReset(r.err.Error()); ok {
+		if wait, ok := quotaReset(r.err.Error()); ok && in.batch.QuotaWaits < maxQuotaWaits {
+			wait = max(wait, retryBase)
 			h.log.Warn("agent named a quota reset; waiting for it", "channel", ch, "wait", wait)
 			h.queue.RequeueAt(in.batch, h.now().Add(wait))
 			break
@@ -219,16 +233,28 @@ func (h *Harness) finishTurn(ctx context.Context, r turnResult) {
 			h.done(in.batch.IDs()...)
 		}
 	}
-	if s.pending != nil && s.sessions != nil {
-		for c := range s.pending {
-			delete(s.sessions, c)
-		}
-		s.pending = nil
-	}
-	if h.removed[ch] {
-		s.invalidateChannel(ch, false)
-	}
+	h.returnSlot(s)
 	h.poke()
+}
+
+// returnSlot applies what happened while the slot was busy: session drops deferred by rotate or
+// leave, and an agent process that died after its turn answered.
+func (h *Harness) returnSlot(s *slot) {
+	for c := range s.pending {
+		delete(s.sessions, c)
+	}
+	s.pending = nil
+	for c := range h.removed {
+		delete(s.sessions, c)
+	}
+	if s.proc != nil && s.ready {
+		select {
+		case <-s.proc.Exited():
+			h.log.Warn("agent exited during its turn; respawning", "slot", s.idx)
+			h.crashed(s)
+		default:
+		}
+	}
 }
 
 // isTransport reports failures that leave the agent process unusable: it is killed and respawned.

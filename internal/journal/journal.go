@@ -119,7 +119,7 @@ func (s *state) apply(r record) bool {
 			s.order = append(s.order, r.Entry.EventID)
 		}
 		s.pending[r.Entry.EventID] = *r.Entry
-		s.watermark = max(s.watermark, r.Entry.CreatedAt)
+		s.raise(r.Entry.CreatedAt)
 	case opDone:
 		for _, id := range r.IDs {
 			ts := r.TS
@@ -129,7 +129,7 @@ func (s *state) apply(r record) bool {
 			s.done[id] = ts
 			delete(s.pending, id)
 		}
-		s.watermark = max(s.watermark, r.TS)
+		s.raise(r.TS)
 		s.prune()
 	case opWatermark:
 		s.watermark = max(s.watermark, r.TS)
@@ -144,6 +144,15 @@ func (s *state) apply(r record) bool {
 		return false
 	}
 	return true
+}
+
+// maxFuture is how far ahead of this machine's clock an event's created_at may move the
+// watermark: one event dated in the future must not make a restarted harness ask the relay for
+// nothing but the future.
+const maxFuture = 60
+
+func (s *state) raise(ts int64) {
+	s.watermark = max(s.watermark, min(ts, time.Now().Unix()+maxFuture))
 }
 
 // prune drops done ids from order once they dominate it, keeping Pending O(live), and forgets
@@ -520,6 +529,9 @@ func (j *Journal) compactLocked() error {
 		buf.Write(line)
 	}
 	if err := atomicfile.WriteFile(j.path, buf.Bytes(), 0o600, j.writeOpts...); err != nil {
+		// The rename may have happened before the failure (a failed directory fsync): the append
+		// handle could point at the replaced file, so the next write must rewrite first.
+		j.needsSync = true
 		return fmt.Errorf("journal compact: %w", err)
 	}
 	// The old append handle points at the replaced inode; switch to the new file.

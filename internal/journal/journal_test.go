@@ -575,3 +575,15 @@ func TestInFlightMarkSurvivesReopenAndCompaction(t *testing.T) {
 		t.Fatalf("pending after reopen = %+v", p)
 	}
 }
+
+func TestFutureDatedEventCannotPushTheWatermarkPastTheClock(t *testing.T) {
+	j, _ := openT(t, t.TempDir(), nil)
+	e := entry(1)
+	e.CreatedAt = time.Now().Add(365 * 24 * time.Hour).Unix()
+	if err := j.Append(e); err != nil {
+		t.Fatal(err)
+	}
+	if w := j.Watermark(); w > time.Now().Unix()+maxFuture {
+		t.Fatalf("watermark %d is %d s ahead of the clock", w, w-time.Now().Unix())
+	}
+}
