@@ -214,7 +214,8 @@ func (h *Harness) joinChannel(m metaResult) {
 		}
 		c = channelFromMeta(*m.meta)
 	}
-	h.subscribe(c, m.notice.CreatedAt.Time())
+	// A little before the notice: created_at has one-second resolution and clocks differ.
+	h.subscribe(c, m.notice.CreatedAt.Time().Add(-5*time.Second))
 }
 
 func (h *Harness) channelMeta(ctx context.Context, id string) (*protocol.ChannelMeta, error) {

@@ -45,9 +45,14 @@ func (r *Relay) nextStamp(ctx context.Context, kind int, channel string) (nostr.
 }
 
 func (r *Relay) signRelay(ctx context.Context, kind int, channel string, tags nostr.Tags, content string) (*nostr.Event, error) {
-	ts, err := r.nextStamp(ctx, kind, channel)
-	if err != nil {
-		return nil, err
+	ts := nostr.Timestamp(r.now().Unix())
+	// Membership notices are regular events: bumping them ahead of the clock would date them
+	// after messages sent in the same second, and subscribers replay from a notice's time.
+	if kind != protocol.KindMemberAdded && kind != protocol.KindMemberRemoved {
+		var err error
+		if ts, err = r.nextStamp(ctx, kind, channel); err != nil {
+			return nil, err
+		}
 	}
 	ev := &nostr.Event{Kind: kind, CreatedAt: ts, Tags: tags, Content: content}
 	if err := ev.Sign(r.sk); err != nil {
