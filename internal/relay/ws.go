@@ -214,6 +214,15 @@ func (c *conn) send(v any) {
 	c.sendRaw(b)
 }
 
+// sendBacklog queues a stored event, waiting for room: a REQ's history is the client's own
+// request, so it gets back-pressure rather than the slow-client disconnect of live fan-out.
+func (c *conn) sendBacklog(b []byte) {
+	select {
+	case c.out <- outMsg{data: b}:
+	case <-c.ctx.Done():
+	}
+}
+
 func (c *conn) sendRaw(b []byte) {
 	select {
 	case c.out <- outMsg{data: b}:
@@ -343,6 +352,11 @@ func (c *conn) handleReq(f frame) {
 		c.send([]any{"CLOSED", f.SubID, "auth-required: not authenticated"})
 		return
 	}
+	// A REQ replaces any subscription with its id, also when it is refused below: the old
+	// filters must not keep delivering under an id the client now believes closed.
+	c.mu.Lock()
+	delete(c.subs, f.SubID)
+	c.mu.Unlock()
 	if msg := c.r.checkFilters(pk, f.Filters); msg != "" {
 		c.send([]any{"CLOSED", f.SubID, msg})
 		return
@@ -396,7 +410,7 @@ func (c *conn) handleReq(f frame) {
 				continue
 			}
 			seen[evs[i].ID] = true
-			c.sendRaw(eventFrame(subJSON, &evs[i]))
+			c.sendBacklog(eventFrame(subJSON, &evs[i]))
 		}
 	}
 	c.send([]any{"EOSE", f.SubID})

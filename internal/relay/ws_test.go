@@ -335,3 +335,42 @@ func TestRelaySearchFindsMessagesByWord(t *testing.T) {
 		t.Fatalf("WS search: %v, %d results", err, len(evs))
 	}
 }
+
+// A REQ whose stored history is larger than the connection's send buffer is delivered whole to a
+// client that reads slowly: history gets back-pressure, not the slow-client disconnect.
+func TestBigHistoryReachesSlowReaderWhole(t *testing.T) {
+	s := relaytest.Start(t)
+	u := newUser()
+	ch := s.CreateChannel(t, u.sk, "busy", false)
+	pub := dialRaw(t, s.URL)
+	pub.mustAuth(u.sk, s.URL)
+	const n = 1500
+	base := nostr.Now() - n
+	for i := range n {
+		ev := msg(ch, fmt.Sprintf("m%d %s", i, strings.Repeat("x", 8<<10))) // more than socket buffers hold
+		ev.CreatedAt = base + nostr.Timestamp(i)
+		ev.Sign(u.sk)
+		pub.send("EVENT", ev)
+	}
+	for range n {
+		pub.readUntil("OK")
+	}
+
+	c := dialRaw(t, s.URL)
+	c.mustAuth(u.sk, s.URL)
+	c.send("REQ", "all", nostr.Filter{Kinds: []int{protocol.KindStreamMessage}, Tags: nostr.TagMap{"h": {ch}}, Limit: n})
+	time.Sleep(300 * time.Millisecond) // read nothing for a while: the server's buffer fills
+	got := 0
+	for {
+		f := c.read()
+		if f[0] == "EOSE" {
+			break
+		}
+		if f[0] == "EVENT" {
+			got++
+		}
+	}
+	if got != n {
+		t.Fatalf("got %d of %d stored events before EOSE", got, n)
+	}
+}
