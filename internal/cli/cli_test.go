@@ -244,6 +244,19 @@ func TestSendNestedReplyCarriesRootAndReply(t *testing.T) {
 	}
 }
 
+// Upstream's rule: a parent with only a root marker (or unmarked e tags) counts as top-level.
+func TestSendReplyToRootOnlyParentIsADirectReply(t *testing.T) {
+	w := newWorld(t)
+	sk := nostr.GeneratePrivateKey()
+	top := w.fb.seed(t, sk, nostr.Event{Kind: 9, Content: "top", Tags: nostr.Tags{{"h", testChannel}}})
+	rootOnly := w.fb.seed(t, sk, nostr.Event{Kind: 9, Content: "legacy", Tags: nostr.Tags{{"h", testChannel}, {"e", top.ID, "", "root"}}})
+	w.run("", "messages", "send", "--channel", testChannel, "--content", "re", "--reply-to", rootOnly.ID)
+	want := nostr.Tags{{"h", testChannel}, {"e", rootOnly.ID, "", "reply"}}
+	if ev := w.fb.lastPublished(t); !tagsEqual(ev.Tags, want) {
+		t.Fatalf("tags %v, want %v", ev.Tags, want)
+	}
+}
+
 func TestSendReplyToUnknownEventIsNotFound(t *testing.T) {
 	w := newWorld(t)
 	r := w.run("", "messages", "send", "--channel", testChannel, "--content", "re", "--reply-to", strings.Repeat("ab", 32))

@@ -197,11 +197,19 @@ func replyTagsFor(ctx context.Context, b *client.Bridge, ch, parentID string) (n
 	if pch, _ := protocol.ChannelID(parent.Tags); pch != ch {
 		return nil, usageError("--reply-to event %s is not in channel %s", parentID, ch)
 	}
-	root := parent.ID
-	if ref := protocol.ParseThread(parent.Tags); ref.IsReply() {
-		root = ref.Root
+	return protocol.ReplyTags(threadRoot(parent), parent.ID), nil
+}
+
+// threadRoot is the root of the thread ev belongs to, as upstream's CLI derives it: an event with
+// a reply marker is inside a thread (its root marker, else its reply target, is the root); one
+// with only a root marker, or none, counts as top-level and roots its own thread.
+func threadRoot(ev *nostr.Event) string {
+	for _, t := range ev.Tags {
+		if len(t) >= 4 && t[0] == "e" && t[3] == "reply" {
+			return protocol.ParseThread(ev.Tags).Root
+		}
 	}
-	return protocol.ReplyTags(root, parent.ID), nil
+	return ev.ID
 }
 
 // resolveMentions returns the message's p-tag pubkeys: explicit ones, nostr:npub URIs, and @names
@@ -402,10 +410,7 @@ func (a *app) threadCommand() *cobra.Command {
 		if c, _ := protocol.ChannelID(sel.Tags); c != ch {
 			return nil, notFound("event %s is not in channel %s", id, ch)
 		}
-		root := sel.ID
-		if ref := protocol.ParseThread(sel.Tags); ref.IsReply() {
-			root = ref.Root
-		}
+		root := threadRoot(sel)
 		replies := client.Filter{Filter: nostr.Filter{Kinds: threadKinds, Tags: nostr.TagMap{"h": {ch}, "e": {root}}, Limit: limit}}
 		if depth > 0 {
 			replies.DepthLimit = depth
