@@ -197,6 +197,7 @@ func (s *Store) writeLocked() error {
 		return fmt.Errorf("session store: encode: %w", err)
 	}
 	if err := atomicfile.WriteFile(s.path, append(data, '\n'), 0o600, s.writeOpts...); err != nil {
+		s.dirty = true // memory is ahead of the file: the next write (or Close) catches it up
 		return fmt.Errorf("session store: %w", err)
 	}
 	s.dirty = false
