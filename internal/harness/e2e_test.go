@@ -231,7 +231,12 @@ func (s *stack) waitPrompted(id string) {
 // waitRecorded waits until the agent has received n messages of method.
 func (s *stack) waitRecorded(method string, n int) {
 	s.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	s.waitRecordedWithin(method, n, 20*time.Second)
+}
+
+func (s *stack) waitRecordedWithin(method string, n int, timeout time.Duration) {
+	s.t.Helper()
+	deadline := time.Now().Add(timeout)
 	for len(s.methods(method)) < n {
 		if time.Now().After(deadline) {
 			s.t.Fatalf("agent never received %d × %s; buzz-acp output:\n%s", n, method, s.logs.String())
