@@ -1,6 +1,7 @@
 package harness_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -26,4 +27,29 @@ func TestAddedToChannelLiveSubscribesAndRemovedLeaves(t *testing.T) {
 	s.relay.Publish(t, s.ownerSK, nostr.Event{Kind: protocol.KindRemoveUser, CreatedAt: nostr.Now(),
 		Tags: nostr.Tags{{"h", second}, {"p", s.agentPK}}})
 	s.waitLog("left channel", 20*time.Second)
+}
+
+func TestLeavingAndRejoiningAChannelBriefsTheNewSession(t *testing.T) {
+	s := newStack(t)
+	s.start(nil)
+	s.waitReply(s.mention(s.ownerSK, "before leaving").ID)
+	s.relay.Publish(t, s.ownerSK, nostr.Event{Kind: protocol.KindRemoveUser, CreatedAt: nostr.Now(),
+		Tags: nostr.Tags{{"h", s.channel}, {"p", s.agentPK}}})
+	s.waitLog("left channel", 20*time.Second)
+	s.relay.AddMember(t, s.ownerSK, s.channel, s.agentPK, "bot")
+	deadline := time.Now().Add(20 * time.Second)
+	for strings.Count(s.logs.String(), "name=general") < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("not resubscribed after being added back:\n%s", s.logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.waitReply(s.mention(s.ownerSK, "after rejoining").ID)
+	ps := s.prompts()
+	if len(ps) != 2 || !standingIn(ps[0]) || !standingIn(ps[1]) {
+		t.Fatalf("the session after rejoining was not briefed (%d prompts)", len(ps))
+	}
+	if n := len(s.methods("session/new")); n != 2 {
+		t.Fatalf("%d session/new, want 2: leaving forgets the session", n)
+	}
 }

@@ -137,7 +137,9 @@ func (r *Relay) submitAdmin(ctx context.Context, ev *nostr.Event, chID string) r
 			if err != nil {
 				return
 			}
-			body, _ := json.Marshal(map[string]string{"type": typ, "channel_id": chID, "actor": ev.PubKey})
+			// event_id (the admin event) keeps two notices of the same kind within one second —
+			// added, removed, added again — from being one event with one id.
+			body, _ := json.Marshal(map[string]string{"type": typ, "channel_id": chID, "actor": ev.PubKey, "event_id": ev.ID})
 			err = add(kind, nostr.Tags{{"p", target}, {"h", chID}}, string(body))
 		}
 	}
