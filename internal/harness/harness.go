@@ -35,11 +35,11 @@ type Harness struct {
 	queue  *Queue
 	gate   Gate
 
-	channels map[string]*channel // subscribed channels by id
-	removed  map[string]bool     // channels we were removed from while a turn ran
-	seen     *idSet              // event ids already accepted (a replay never prompts twice)
-	memberTS map[string]int64    // per channel: newest membership notice handled
-	metas    chan metaResult     // channel metadata fetched for a membership notice
+	channels  map[string]*channel  // subscribed channels by id
+	removed   map[string]bool      // channels we were removed from while a turn ran
+	seen      *idSet               // event ids already accepted (a replay never prompts twice)
+	memberSeq map[string]int       // per channel: membership lookups started
+	metas     chan membershipCheck // membership lookups finished
 
 	slots    []*slot
 	inflight map[string]*turnHandle // channel → running turn
@@ -83,8 +83,8 @@ func New(cfg Config) (*Harness, error) {
 		gate:          Gate{Mode: cfg.RespondTo, Owner: cfg.Owner, Allowlist: cfg.Allowlist},
 		channels:      map[string]*channel{},
 		removed:       map[string]bool{},
-		memberTS:      map[string]int64{},
-		metas:         make(chan metaResult, 16),
+		memberSeq:     map[string]int{},
+		metas:         make(chan membershipCheck, 16),
 		seen:          newIDSet(20000),
 		inflight:      map[string]*turnHandle{},
 		resumeRetried: map[string]bool{},
@@ -179,7 +179,7 @@ func (h *Harness) Run(ctx context.Context) error {
 		case s := <-h.spawns:
 			h.finishSpawn(ctx, s)
 		case m := <-h.metas:
-			h.joinChannel(m)
+			h.applyMembership(m)
 		case <-tick.C:
 			h.maintain(ctx)
 		case <-heartbeats:

@@ -163,69 +163,82 @@ func (h *Harness) handleIncoming(ctx context.Context, in client.Incoming) {
 	}
 }
 
-// handleMembership subscribes to channels we are added to (replaying from the notice's time) and
-// leaves channels we are removed from. Per channel, a notice older than the newest handled is stale.
+// handleMembership reacts to a membership notice (44100/44101). Notices of one second can arrive
+// in any order, so the notice only says "look again": the channel's current member list decides
+// whether we subscribe (replaying from a little before the notice) or leave. The lookup runs off
+// the loop; only the newest lookup per channel is applied.
 func (h *Harness) handleMembership(ctx context.Context, ev *nostr.Event) {
 	id, ok := protocol.ChannelID(ev.Tags)
 	if !ok || !protocol.Mentioned(ev.Tags, h.agent) || !h.seen.Add(ev.ID) {
 		return
 	}
-	if int64(ev.CreatedAt) < h.memberTS[id] {
-		return
-	}
-	h.memberTS[id] = int64(ev.CreatedAt)
 	if h.cfg.Channels != nil && !h.cfg.Channels[id] {
 		return
 	}
-	switch ev.Kind {
-	case protocol.KindMemberAdded:
-		if _, ok := h.channels[id]; ok {
-			return
+	h.memberSeq[id]++
+	m := membershipCheck{id: id, seq: h.memberSeq[id], notice: ev}
+	go func() {
+		m.member, m.meta, m.err = h.membership(ctx, id)
+		select {
+		case h.metas <- m:
+		case <-ctx.Done():
 		}
-		// The metadata comes over HTTP: fetch it off the loop and subscribe when it is back.
-		go func() {
-			m, err := h.channelMeta(ctx, id)
-			select {
-			case h.metas <- metaResult{notice: ev, id: id, meta: m, err: err}:
-			case <-ctx.Done():
-			}
-		}()
-	case protocol.KindMemberRemoved:
-		h.leave(id, "removed from channel")
-	}
+	}()
 }
 
-type metaResult struct {
-	notice *nostr.Event
+type membershipCheck struct {
 	id     string
+	seq    int
+	notice *nostr.Event
+	member bool
 	meta   *protocol.ChannelMeta
 	err    error
 }
 
-// joinChannel subscribes to a channel we were added to, unless a newer notice removed us since.
-func (h *Harness) joinChannel(m metaResult) {
-	if h.memberTS[m.id] > int64(m.notice.CreatedAt) || h.channels[m.id] != nil {
-		return
+// membership reads whether the agent is in a channel now, and the channel's metadata.
+func (h *Harness) membership(ctx context.Context, id string) (bool, *protocol.ChannelMeta, error) {
+	evs, err := h.query(ctx,
+		nostr.Filter{Kinds: []int{protocol.KindGroupMembers}, Tags: nostr.TagMap{"d": {id}}, Limit: 1},
+		nostr.Filter{Kinds: []int{protocol.KindGroupMetadata}, Tags: nostr.TagMap{"d": {id}}, Limit: 1})
+	if err != nil {
+		return false, nil, err
 	}
-	c := &channel{ID: m.id, Name: "unknown", Type: "unknown"}
-	if m.err == nil && m.meta != nil {
-		if m.meta.Archived {
-			return
+	var member bool
+	var meta *protocol.ChannelMeta
+	for i := range evs {
+		switch evs[i].Kind {
+		case protocol.KindGroupMembers:
+			member = isMember(&evs[i], h.agent)
+		case protocol.KindGroupMetadata:
+			m := protocol.ParseChannelMeta(&evs[i])
+			meta = &m
 		}
-		c = channelFromMeta(*m.meta)
 	}
-	// A little before the notice: created_at has one-second resolution and clocks differ.
-	h.subscribe(c, m.notice.CreatedAt.Time().Add(-5*time.Second))
+	return member, meta, nil
 }
 
-func (h *Harness) channelMeta(ctx context.Context, id string) (*protocol.ChannelMeta, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	evs, err := h.bridge.Query(ctx, client.Filter{Filter: nostr.Filter{
-		Kinds: []int{protocol.KindGroupMetadata}, Tags: nostr.TagMap{"d": {id}}, Limit: 1}})
-	if err != nil || len(evs) == 0 {
-		return nil, err
+// applyMembership subscribes to or leaves a channel after a membership lookup.
+func (h *Harness) applyMembership(m membershipCheck) {
+	if m.seq != h.memberSeq[m.id] {
+		return // a newer notice's lookup is on its way
 	}
-	m := protocol.ParseChannelMeta(&evs[0])
-	return &m, nil
+	member := m.member
+	if m.err != nil {
+		h.log.Warn("membership lookup failed; trusting the notice", "channel", m.id, "err", m.err)
+		member = m.notice.Kind == protocol.KindMemberAdded
+	}
+	switch {
+	case member && h.channels[m.id] == nil:
+		c := &channel{ID: m.id, Name: "unknown", Type: "unknown"}
+		if m.meta != nil {
+			if m.meta.Archived {
+				return
+			}
+			c = channelFromMeta(*m.meta)
+		}
+		// A little before the notice: created_at has one-second resolution and clocks differ.
+		h.subscribe(c, m.notice.CreatedAt.Time().Add(-5*time.Second))
+	case !member && h.channels[m.id] != nil:
+		h.leave(m.id, "removed from channel")
+	}
 }
