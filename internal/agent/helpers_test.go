@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/buzz-harness/buzz/internal/acp"
 	"github.com/buzz-harness/buzz/internal/relay/relaytest"
+	"github.com/buzz-harness/buzz/internal/testbin"
 )
 
 // binDir holds buzz-agent and buzz, built once in TestMain.
@@ -216,24 +216,6 @@ func specPrompt(text string) map[string]any {
 	return map[string]any{"mode": "append", "content": []any{acp.TextBlock(text)}}
 }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startInProcess serves an Agent over in-memory pipes.
 func startInProcess(t *testing.T, cfg Config) *client {
 	t.Helper()
@@ -275,7 +257,7 @@ type agentProc struct {
 	*client
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
-	stderr *syncBuffer
+	stderr *testbin.Output
 	exited chan struct{}
 }
 
@@ -292,7 +274,7 @@ func startBinary(t *testing.T, env []string, args ...string) *agentProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &agentProc{client: newClient(t), cmd: cmd, stdin: stdin, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	p := &agentProc{client: newClient(t), cmd: cmd, stdin: stdin, stderr: &testbin.Output{}, exited: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

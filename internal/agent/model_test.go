@@ -12,6 +12,7 @@ import (
 	"github.com/buzz-harness/buzz/internal/acp"
 	"github.com/buzz-harness/buzz/internal/agent/provider"
 	"github.com/buzz-harness/buzz/internal/agent/provider/providertest"
+	"github.com/buzz-harness/buzz/internal/testbin"
 )
 
 type fakeModel struct {
@@ -291,7 +292,7 @@ func TestBadKeyEndsTheTurnWithAClearMessage(t *testing.T) {
 			srv := m.server(t, func(n int, r providertest.Request) providertest.Reply {
 				return providertest.Reply{Status: 401, ErrorMessage: "invalid x-api-key"}
 			})
-			logs := &syncBuffer{}
+			logs := &testbin.Output{}
 			c := startInProcess(t, Config{Provider: &provider.Retrying{Provider: m.client(srv), Sleep: noSleep}, Log: logs})
 			sid := c.newSession(nil)
 			res := c.prompt(sid, "hi")
@@ -371,7 +372,7 @@ func TestUnreachableProviderEndsTheTurnWithAClearMessage(t *testing.T) {
 	srv := providertest.NewOpenAI(t, func(int, providertest.Request) providertest.Reply { return providertest.Reply{} })
 	base := srv.BaseURL
 	srv.Close() // nothing listens there any more
-	logs := &syncBuffer{}
+	logs := &testbin.Output{}
 	p := provider.NewOpenAI(provider.OpenAIConfig{APIKey: "k", BaseURL: base})
 	c := startInProcess(t, Config{Provider: &provider.Retrying{Provider: p, Sleep: noSleep}, Log: logs})
 	sid := c.newSession(nil)

@@ -1,6 +1,7 @@
 package harness_test
 
 import (
+	"github.com/buzz-harness/buzz/internal/testbin"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,7 +25,7 @@ func TestDefaultBuzzAgentEchoEndToEndGetsStandingAsSystemPrompt(t *testing.T) {
 		}
 	}
 	cmd.Env = env
-	s.logs = &syncBuffer{}
+	s.logs = &testbin.Output{}
 	cmd.Stdout, cmd.Stderr = s.logs, s.logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

@@ -2,14 +2,11 @@ package harness_test
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -36,7 +33,7 @@ type stack struct {
 	record   string
 	agentDir string
 	harness  *exec.Cmd
-	logs     *syncBuffer
+	logs     *testbin.Output
 	exited   chan error
 }
 
@@ -81,7 +78,7 @@ func (s *stack) start(args []string, env ...string) {
 		"TESTAGENT_STATE_DIR="+s.agentDir,
 	)
 	cmd.Env = append(cmd.Env, env...)
-	s.logs = &syncBuffer{}
+	s.logs = &testbin.Output{}
 	cmd.Stdout, cmd.Stderr = s.logs, s.logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -254,25 +251,6 @@ func (s *stack) methods(name string) []record {
 	}
 	return out
 }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
-var _ io.Writer = (*syncBuffer)(nil)
 
 func TestMentionGetsThreadedReply(t *testing.T) {
 	s := newStack(t)

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -89,7 +88,7 @@ type stack struct {
 	runs     int
 	activity string // activity log of the current run
 	harness  *exec.Cmd
-	logs     *syncBuffer
+	logs     *testbin.Output
 	exited   chan error
 }
 
@@ -147,7 +146,7 @@ func (s *stack) start(agentCommand string, agentArgs []string, env ...string) {
 		"IS_SANDBOX=1", // we may run as root; claude refuses bypass mode there without it
 	)
 	cmd.Env = append(cmd.Env, env...)
-	s.logs = &syncBuffer{}
+	s.logs = &testbin.Output{}
 	cmd.Stdout, cmd.Stderr = s.logs, s.logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -294,23 +293,6 @@ func sent(lines []acpLine, method string) []json.RawMessage {
 		}
 	}
 	return out
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // dumpOnFailure logs what the model saw and the ACP exchange, to explain a failed interop test.
