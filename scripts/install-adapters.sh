@@ -40,7 +40,13 @@ for entry in "${adapters[@]}"; do
   (
     cd "$tmp"
     printf '{"name":"buzz-adapter-%s","private":true}\n' "$dir" >package.json
-    npm install --no-audit --no-fund --loglevel=error "$pkg@$ver"
+    # A registry hiccup should not fail a whole CI run: three tries.
+    for try in 1 2 3; do
+      npm install --no-audit --no-fund --loglevel=error "$pkg@$ver" && break
+      [[ $try == 3 ]] && exit 1
+      echo "install-adapters: npm install failed (try $try); retrying" >&2
+      sleep $((try * 5))
+    done
   )
   [[ "$(installed_version "$tmp" "$pkg")" == "$ver" ]] || { echo "install-adapters: $pkg@$ver missing after npm install" >&2; exit 1; }
   touch "$tmp/.installed"

@@ -5,13 +5,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-go mod download
+for try in 1 2 3; do
+  go mod download && break
+  [ "$try" = 3 ] && exit 1
+  sleep $((try * 5))
+done
 
 if ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "test-setup: installing chromium"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    for try in 1 2 3; do # a mirror hiccup should not fail the run
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null && break
+      [ "$try" = 3 ] && exit 1
+      sleep $((try * 5))
+    done
   else
     echo "test-setup: chromium not installed and cannot install it here; browser tests will skip"
   fi
