@@ -54,7 +54,7 @@ func (a *app) channelsCommand() *cobra.Command {
 			}
 			var ids []string
 			for _, ev := range latestByD(mem) {
-				if isMember(&ev, b.PublicKey()) {
+				if protocol.IsMember(&ev, b.PublicKey()) {
 					ids = append(ids, protocol.TagValue(ev.Tags, "d"))
 				}
 			}
@@ -230,15 +230,6 @@ func channelMembers(ctx context.Context, b *client.Bridge, ch string) ([]protoco
 		return nil, err
 	}
 	return protocol.ParseMembers(ev), nil
-}
-
-func isMember(ev *nostr.Event, pk string) bool {
-	for _, m := range protocol.ParseMembers(ev) {
-		if m.Pubkey == pk {
-			return true
-		}
-	}
-	return false
 }
 
 func requiredString(cmd *cobra.Command, dst *string, name, usage string) {

@@ -41,8 +41,9 @@ type Harness struct {
 	memberSeq map[string]int       // per channel: membership lookups started
 	metas     chan membershipCheck // membership lookups finished
 
-	slots    []*slot
-	inflight map[string]*turnHandle // channel → running turn
+	slots []*slot
+	// inflight stops a channel's running turn; the cause says why (owner cancel, rotate, leave).
+	inflight map[string]context.CancelCauseFunc
 	// resumeRetried marks channels whose resume already failed indeterminately once.
 	resumeRetried map[string]bool
 	heartbeatBusy bool
@@ -86,7 +87,7 @@ func New(cfg Config) (*Harness, error) {
 		memberSeq:     map[string]int{},
 		metas:         make(chan membershipCheck, 16),
 		seen:          newIDSet(20000),
-		inflight:      map[string]*turnHandle{},
+		inflight:      map[string]context.CancelCauseFunc{},
 		resumeRetried: map[string]bool{},
 		results:       make(chan turnResult, 64),
 		spawns:        make(chan spawnResult, 64),
@@ -198,8 +199,8 @@ func (h *Harness) poke() {
 
 // stopAll cancels running turns and stops every agent process.
 func (h *Harness) stopAll() {
-	for _, t := range h.inflight {
-		t.cancel(errShutdown)
+	for _, stop := range h.inflight {
+		stop(errShutdown)
 	}
 	for _, s := range h.slots {
 		if s.proc != nil {

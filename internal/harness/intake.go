@@ -168,18 +168,18 @@ func (h *Harness) answered(ctx context.Context, ch string, evs []*nostr.Event, s
 // included — with an agent-signed kind 40099 row in the thread where it was typed.
 func (h *Harness) ownerCommand(ctx context.Context, cmd OwnerCommand, c *channel, ev *nostr.Event) {
 	h.log.Info("owner command", "command", cmd, "channel", c.ID)
-	t := h.inflight[c.ID]
+	stop := h.inflight[c.ID]
 	outcome := map[string]any{"actor": ev.PubKey, "target": h.agent}
 	switch cmd {
 	case CmdCancel:
-		if t != nil {
-			t.cancel(errOwnerCancel)
+		if stop != nil {
+			stop(errOwnerCancel)
 			outcome["type"] = "turn_cancelled"
 		} else {
 			outcome["type"] = "cancel_noop"
 		}
 	case CmdRotate:
-		had := t != nil
+		had := stop != nil
 		if _, ok := h.store.Get(c.ID, h.storeScope()); ok {
 			had = true
 		}
@@ -192,8 +192,8 @@ func (h *Harness) ownerCommand(ctx context.Context, cmd OwnerCommand, c *channel
 				had = true
 			}
 		}
-		if t != nil {
-			t.cancel(errRotate)
+		if stop != nil {
+			stop(errRotate)
 		}
 		outcome["type"] = "session_rotated"
 		if !had {

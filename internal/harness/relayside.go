@@ -50,7 +50,7 @@ func (h *Harness) memberChannels(ctx context.Context) ([]*channel, error) {
 	seen := map[string]bool{}
 	for i := range lists {
 		d := protocol.TagValue(lists[i].Tags, "d")
-		if protocol.IsUUID(d) && !seen[d] && isMember(&lists[i], h.agent) {
+		if protocol.IsUUID(d) && !seen[d] && protocol.IsMember(&lists[i], h.agent) {
 			seen[d] = true
 			ids = append(ids, d)
 		}
@@ -86,16 +86,6 @@ func (h *Harness) memberChannels(ctx context.Context) ([]*channel, error) {
 		}
 	}
 	return out, nil
-}
-
-// isMember reports whether a 39002 list (the newest for its channel) names pk.
-func isMember(ev *nostr.Event, pk string) bool {
-	for _, m := range protocol.ParseMembers(ev) {
-		if m.Pubkey == pk {
-			return true
-		}
-	}
-	return false
 }
 
 func channelFromMeta(m protocol.ChannelMeta) *channel {
@@ -136,8 +126,8 @@ func (h *Harness) leave(id, why string) {
 	for _, s := range h.slots {
 		s.invalidateChannel(id, s.busy)
 	}
-	if t := h.inflight[id]; t != nil {
-		t.cancel(errLeft)
+	if stop := h.inflight[id]; stop != nil {
+		stop(errLeft)
 	}
 	h.log.Info("left channel", "channel", id, "why", why, "dropped_events", len(dropped))
 }
@@ -208,7 +198,7 @@ func (h *Harness) membership(ctx context.Context, id string) (bool, *protocol.Ch
 	for i := range evs {
 		switch evs[i].Kind {
 		case protocol.KindGroupMembers:
-			member = isMember(&evs[i], h.agent)
+			member = protocol.IsMember(&evs[i], h.agent)
 		case protocol.KindGroupMetadata:
 			m := protocol.ParseChannelMeta(&evs[i])
 			meta = &m

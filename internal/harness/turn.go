@@ -14,11 +14,6 @@ import (
 	"github.com/buzz-harness/buzz/internal/sessionstore"
 )
 
-// turnHandle lets the loop stop a running turn; the cause says why (owner cancel, rotate, leave).
-type turnHandle struct {
-	cancel context.CancelCauseFunc
-}
-
 // turnInput is everything a turn goroutine needs; it touches nothing else of the harness's state.
 type turnInput struct {
 	slot    *slot
@@ -80,7 +75,7 @@ func (h *Harness) dispatch(ctx context.Context) {
 		}
 		s.busy = true
 		tctx, cancel := context.WithCancelCause(ctx)
-		h.inflight[c.ID] = &turnHandle{cancel: cancel}
+		h.inflight[c.ID] = cancel
 		go func() {
 			r := h.runTurn(tctx, in)
 			r.cause = context.Cause(tctx)

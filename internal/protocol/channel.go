@@ -120,3 +120,13 @@ func ParseMembers(ev *nostr.Event) []Member {
 	}
 	return out
 }
+
+// IsMember reports whether a kind 39002 member list names pk.
+func IsMember(ev *nostr.Event, pk string) bool {
+	for _, m := range ParseMembers(ev) {
+		if m.Pubkey == pk {
+			return true
+		}
+	}
+	return false
+}

@@ -90,9 +90,7 @@ func bootstrap(ctx context.Context, relayURL, dataDir string, ids Identities, ag
 	}
 	isMember := false
 	for i := range mems {
-		for _, m := range protocol.ParseMembers(&mems[i]) {
-			isMember = isMember || m.Pubkey == ids.Agent.Pubkey
-		}
+		isMember = isMember || protocol.IsMember(&mems[i], ids.Agent.Pubkey)
 	}
 	if !isMember {
 		if err := publish(ctx, owner, protocol.KindPutUser, nostr.Tags{{"h", ch}, {"p", ids.Agent.Pubkey}}, ""); err != nil {
