@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -17,26 +16,19 @@ import (
 // requests (Claude Code's side calls: titles, classifiers) get plain text.
 type Anthropic struct {
 	recorder
-	URL   string
+	loopback
 	Reply ReplyFunc // content of the channel reply; default "pong"
-	srv   *http.Server
 	ids   atomic.Int64
 }
 
 // StartAnthropic listens on a loopback port; Close stops it.
 func StartAnthropic() (*Anthropic, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	a := &Anthropic{}
+	if err := a.listen(a.serve); err != nil {
 		return nil, err
 	}
-	a := &Anthropic{URL: "http://" + ln.Addr().String()}
-	a.srv = &http.Server{Handler: http.HandlerFunc(a.serve)}
-	go func() { _ = a.srv.Serve(ln) }()
 	return a, nil
 }
-
-// Close stops the server and its open connections.
-func (a *Anthropic) Close() { _ = a.srv.Close() }
 
 type anthropicBlock struct {
 	Type    string          `json:"type"`

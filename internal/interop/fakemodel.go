@@ -1,6 +1,7 @@
 package interop
 
 import (
+	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -111,3 +112,23 @@ func writeSSE(w http.ResponseWriter, event string, data []byte) {
 		f.Flush()
 	}
 }
+
+// loopback is the HTTP server half of a fake model: it listens on 127.0.0.1 and serves one handler.
+type loopback struct {
+	URL string
+	srv *http.Server
+}
+
+func (l *loopback) listen(h http.HandlerFunc) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	l.URL = "http://" + ln.Addr().String()
+	l.srv = &http.Server{Handler: h}
+	go func() { _ = l.srv.Serve(ln) }()
+	return nil
+}
+
+// Close stops the server and its open connections.
+func (l *loopback) Close() { _ = l.srv.Close() }

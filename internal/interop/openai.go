@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -16,26 +15,19 @@ import (
 // back it ends the turn with short text. Anything else gets plain text.
 type OpenAI struct {
 	recorder
-	URL   string
+	loopback
 	Reply ReplyFunc // content of the channel reply; default "pong"
-	srv   *http.Server
 	ids   atomic.Int64
 }
 
 // StartOpenAI listens on a loopback port; Close stops it.
 func StartOpenAI() (*OpenAI, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	o := &OpenAI{}
+	if err := o.listen(o.serve); err != nil {
 		return nil, err
 	}
-	o := &OpenAI{URL: "http://" + ln.Addr().String()}
-	o.srv = &http.Server{Handler: http.HandlerFunc(o.serve)}
-	go func() { _ = o.srv.Serve(ln) }()
 	return o, nil
 }
-
-// Close stops the server and its open connections.
-func (o *OpenAI) Close() { _ = o.srv.Close() }
 
 // ParseResponsesRequest decodes the parts of a Responses request the fake and the tests use.
 // Messages keep input order; tool outputs become role "tool" messages with HasToolResult.
