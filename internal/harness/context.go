@@ -73,8 +73,13 @@ func (h *Harness) renderTurn(ctx context.Context, in turnInput, sess *chanSessio
 		IncludeStanding: sess.Route == RouteUserMessage && !sess.StandingSent,
 	}
 	if pin.IncludeStanding {
-		pin.Standing = h.standing(ctx, in.channel, true)
+		if sess.opening != nil {
+			pin.Standing = *sess.opening
+		} else {
+			pin.Standing = h.standing(ctx, in.channel, true)
+		}
 	}
+	sess.opening = nil // only the first prompt of a session can use it
 	pin.Context = h.fetchContext(ctx, in.channel, last)
 	pin.Profiles = h.profiles(ctx, evs, pin.Context)
 	return prompt.Build(pin)

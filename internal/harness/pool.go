@@ -11,6 +11,7 @@ import (
 
 	"github.com/buzz-harness/buzz/internal/acp"
 	"github.com/buzz-harness/buzz/internal/observer"
+	"github.com/buzz-harness/buzz/internal/prompt"
 	"github.com/buzz-harness/buzz/internal/protocol"
 )
 
@@ -48,6 +49,9 @@ type chanSession struct {
 	Delivered    map[string]bool
 	Turns        int
 	Resumed      bool
+	// opening is the standing context fetched when the session was opened, kept for its first
+	// briefing on the user-message route so the relay is not asked twice.
+	opening *prompt.Standing
 }
 
 // invalidateChannel drops the slot's session for a channel; for a busy slot the drop is deferred

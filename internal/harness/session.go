@@ -41,7 +41,7 @@ func (h *Harness) openSession(ctx context.Context, in turnInput) (sess *chanSess
 		switch {
 		case err == nil:
 			_ = h.store.Touch(ch.ID, h.now())
-			sess = &chanSession{ID: rec.SessionID, Route: route, Delivered: map[string]bool{}, Resumed: true}
+			sess = &chanSession{ID: rec.SessionID, Route: route, Delivered: map[string]bool{}, Resumed: true, opening: &standing}
 			h.emitSession(in, sess, "session_resumed", map[string]any{"sessionId": rec.SessionID, "method": method})
 			if route.SystemRole() && route != RouteGoose && sysText != "" {
 				h.emitSystemPrompt(in, sess, standing, nil)
@@ -72,7 +72,7 @@ func (h *Harness) openSession(ctx context.Context, in turnInput) (sess *chanSess
 	if err != nil {
 		return nil, nil, false, err
 	}
-	sess = &chanSession{ID: id, Route: route, Delivered: map[string]bool{}}
+	sess = &chanSession{ID: id, Route: route, Delivered: map[string]bool{}, opening: &standing}
 	if route == RouteGoose && sysText != "" {
 		err := in.proc.Call(ctx, gooseSystemPromptMethod, map[string]any{
 			"sessionId": id, "mode": "append", "key": "buzz", "text": sysText}, nil)
