@@ -24,9 +24,9 @@ func sample() Metric {
 	return Metric{
 		Harness: "buzz-acp", Model: "claude-sonnet-4-5", ChannelID: "12345678-1234-1234-1234-123456789abc",
 		SessionID: "sess-1", TurnID: "turn-7", TurnSeq: U64(7),
-		Timestamp: FormatTimestamp(time.Date(2026, 7, 1, 20, 11, 3, 213_000_000, time.UTC)),
-		Turn:       &Counts{InputTokens: U64(1234), OutputTokens: U64(567), TotalTokens: U64(1801), CostUSD: F64(0.0123)},
-		Cumulative: &Counts{InputTokens: U64(45210), OutputTokens: U64(9876), TotalTokens: U64(55086), CostUSD: F64(0.41), CacheReadTokens: U64(40000)},
+		Timestamp:     FormatTimestamp(time.Date(2026, 7, 1, 20, 11, 3, 213_000_000, time.UTC)),
+		Turn:          &Counts{InputTokens: U64(1234), OutputTokens: U64(567), TotalTokens: U64(1801), CostUSD: F64(0.0123)},
+		Cumulative:    &Counts{InputTokens: U64(45210), OutputTokens: U64(9876), TotalTokens: U64(55086), CostUSD: F64(0.41), CacheReadTokens: U64(40000)},
 		DeltaReliable: true, StopReason: StopEndTurn,
 	}
 }
