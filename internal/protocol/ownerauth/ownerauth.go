@@ -115,6 +115,20 @@ func Issue(ownerSecret, agentPubkey, conditions string, entropy io.Reader) (Tag,
 	return Tag{Owner: owner, Conditions: conditions, Sig: sig}, nil
 }
 
+// ResolveOwner reads BUZZ_AUTH_TAG's value and returns the owner it attests for agentPubkey, as
+// the harness and the CLI do at startup. A caller that gets an error falls back to a configured
+// owner (and says so).
+func ResolveOwner(authTagJSON, agentPubkey string) (string, error) {
+	tag, err := Parse(authTagJSON)
+	if err != nil {
+		return "", err
+	}
+	if err := tag.Verify(agentPubkey); err != nil {
+		return "", err
+	}
+	return tag.Owner, nil
+}
+
 // Verify checks that the owner signed this attestation for agentPubkey. It does not look at the
 // time bounds; use VerifyAt wherever the result grants authority.
 func (t Tag) Verify(agentPubkey string) error {

@@ -59,6 +59,18 @@ func TestSpecVectorParsesAndVerifies(t *testing.T) {
 	}
 }
 
+func TestResolveOwnerFromTheEnvValue(t *testing.T) {
+	if owner, err := ResolveOwner(vectorTagJSON(t), agentPK); err != nil || owner != ownerPK {
+		t.Fatalf("ResolveOwner = %q, %v", owner, err)
+	}
+	if _, err := ResolveOwner(vectorTagJSON(t), ownerPK); err == nil {
+		t.Fatal("resolved an owner from a tag issued to another agent")
+	}
+	if _, err := ResolveOwner("", agentPK); err == nil {
+		t.Fatal("resolved an owner from an empty value")
+	}
+}
+
 func TestSpecSignedEventCarriesAValidAttestation(t *testing.T) {
 	ev := vectorEvent()
 	tag, err := OfEvent(&ev)
