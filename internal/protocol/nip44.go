@@ -36,7 +36,8 @@ func ConversationKey(sk, pk string) ([32]byte, error) {
 }
 
 // Encrypt44 encrypts plaintext with NIP-44 v2 under key. The 32-byte nonce is read from entropy
-// (crypto/rand when nil); tests pass a fixed reader to reproduce published vectors.
+// (crypto/rand when nil); tests pass a fixed reader to reproduce published vectors. (go-nostr
+// replaces an all-zero nonce with a random one.)
 func Encrypt44(plaintext string, key [32]byte, entropy io.Reader) (string, error) {
 	if len(plaintext) == 0 || len(plaintext) > NIP44MaxPlaintext {
 		return "", fmt.Errorf("NIP-44 plaintext must be 1..%d bytes, got %d", NIP44MaxPlaintext, len(plaintext))
