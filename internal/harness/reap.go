@@ -29,7 +29,7 @@ func (h *Harness) agentsFile() string {
 // recordAgents writes the live agents' process groups.
 func (h *Harness) recordAgents() {
 	var procs []agentProc
-	for _, s := range h.slots {
+	for _, s := range h.pool.slots {
 		if s.proc == nil {
 			continue
 		}
