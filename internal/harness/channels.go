@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -17,6 +18,17 @@ const (
 	subMembership = "membership-notif"
 	subChannelPfx = "ch-"
 )
+
+// channel is a subscribed channel and what we know about it.
+type channel struct {
+	ID    string
+	Name  string
+	Type  string // stream | private | dm | unknown
+	About string
+}
+
+// errLeft stops a running turn of a channel the agent left.
+var errLeft = errors.New("agent left the channel")
 
 // discover finds the channels the agent is a member of and subscribes to each from since. It
 // retries on the upstream ladder (1, 2, 4, 8, 16 s) before giving up.
@@ -115,17 +127,25 @@ func (h *Harness) handleMembership(ctx context.Context, ev *nostr.Event) {
 	if h.cfg.Channels != nil && !h.cfg.Channels[id] {
 		return
 	}
-	h.memberSeq[id]++
-	m := membershipCheck{id: id, seq: h.memberSeq[id], notice: ev}
+	h.lookups.started[id]++
+	m := membershipCheck{id: id, seq: h.lookups.started[id], notice: ev}
 	h.tasks.Go(func() {
 		m.member, m.meta, m.err = h.relay.membership(ctx, id)
 		select {
-		case h.metas <- m:
+		case h.lookups.done <- m:
 		case <-ctx.Done():
 		}
 	})
 }
 
+// memberLookups are the membership lookups running off the loop: how many were started per
+// channel (only the newest is applied) and where finished ones arrive.
+type memberLookups struct {
+	started map[string]int
+	done    chan membershipCheck
+}
+
+// membershipCheck is one finished lookup.
 type membershipCheck struct {
 	id     string
 	seq    int
@@ -137,7 +157,7 @@ type membershipCheck struct {
 
 // applyMembership subscribes to or leaves a channel after a membership lookup.
 func (h *Harness) applyMembership(m membershipCheck) {
-	if m.seq != h.memberSeq[m.id] {
+	if m.seq != h.lookups.started[m.id] {
 		return // a newer notice's lookup is on its way
 	}
 	member := m.member

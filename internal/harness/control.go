@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"time"
 
@@ -95,12 +96,17 @@ func (g Gate) Allows(author, channelType string) bool {
 	}
 }
 
+// Why an owner command stopped a running turn (its context's cause).
+var (
+	errOwnerCancel = errors.New("cancelled by the owner")
+	errRotate      = errors.New("session rotated by the owner")
+)
+
 // ownerCommand carries out !cancel, !rotate, !shutdown and !status and answers each — no-ops
 // included — with an agent-signed kind 40099 row in the thread where it was typed.
 func (h *Harness) ownerCommand(ctx context.Context, cmd OwnerCommand, c *channel, ev *nostr.Event) {
 	h.log.Info("owner command", "command", cmd, "channel", c.ID)
-	k := channelScope(c.ID)
-	stop := h.inflight[k]
+	stop := h.inflight[channelScope(c.ID)]
 	outcome := map[string]any{"actor": ev.PubKey, "target": h.agent}
 	switch cmd {
 	case CmdCancel:
@@ -111,22 +117,8 @@ func (h *Harness) ownerCommand(ctx context.Context, cmd OwnerCommand, c *channel
 			outcome["type"] = "cancel_noop"
 		}
 	case CmdRotate:
-		had := stop != nil
-		if _, ok := h.store.Get(c.ID, h.cfg.storeScope()); ok {
-			had = true
-		}
-		if err := h.store.Remove(c.ID); err != nil {
-			h.log.Warn("session store", "err", err)
-		}
-		h.store.RequestFresh(c.ID)
-		if h.pool.dropSessions(k) {
-			had = true
-		}
-		if stop != nil {
-			stop(errRotate)
-		}
 		outcome["type"] = "session_rotated"
-		if !had {
+		if !h.rotate(c.ID, stop) {
 			outcome["type"] = "rotate_noop"
 		}
 	case CmdShutdown:
@@ -144,6 +136,26 @@ func (h *Harness) ownerCommand(ctx context.Context, cmd OwnerCommand, c *channel
 		return
 	}
 	h.publishLater(ctx, row)
+}
+
+// rotate forgets a channel's session everywhere — the store, every agent, a running turn — so
+// the next turn opens a fresh one. It reports whether there was a session to forget.
+func (h *Harness) rotate(chID string, stop context.CancelCauseFunc) bool {
+	had := stop != nil
+	if _, ok := h.store.Get(chID, h.cfg.storeScope()); ok {
+		had = true
+	}
+	if err := h.store.Remove(chID); err != nil {
+		h.log.Warn("session store", "err", err)
+	}
+	h.store.RequestFresh(chID)
+	if h.pool.dropSessions(channelScope(chID)) {
+		had = true
+	}
+	if stop != nil {
+		stop(errRotate)
+	}
+	return had
 }
 
 // outcomeRow builds the 40099 row answering an owner command, threaded under the command.

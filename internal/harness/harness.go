@@ -1,9 +1,27 @@
 // Package harness is buzz-acp's core: it listens for mentions on a Buzz relay, queues them per
-// channel, and drives ACP agents with one session per channel.
+// conversation (today: per channel), and drives ACP agents with one session per conversation.
 //
 // One goroutine (Run's loop) owns all mutable state: the queue, the channel table, the agent
-// slots. Turns run in their own goroutines with exclusive use of a slot and report back over a
-// channel; nothing else touches a busy slot.
+// pool. Everything slow runs on goroutines the loop starts and Run joins before it returns:
+// turns (with exclusive use of a slot, reporting back over a channel), agent spawns, membership
+// lookups and publishes. Nothing else touches a busy slot.
+//
+// Where things live:
+//
+//	harness.go   Harness, New, Run: the loop and its shutdown
+//	channels.go  the channel table: discovery, subscriptions, membership, leaving
+//	intake.go    an event's way in (gate, journal, queue) and the journal replay after a restart
+//	control.go   owner commands and the author gate
+//	queue.go     the per-conversation FIFO, with retry backoff
+//	turn.go      a turn: dispatch, run, decide its outcome, act on it
+//	session.go   opening a session (resume, load or new) and the one builder of its parameters
+//	route.go     how standing context reaches each agent
+//	pool.go      agent processes: spawn, respawn, circuit breaker
+//	heartbeat.go scheduled prompts
+//	relay.go     one-shot relay calls: prompt context, profiles, membership, publish
+//	feed.go      activity-feed events
+//	reap.go      agents a previous harness left running
+//	quota.go     waits that providers name
 package harness
 
 import (
@@ -41,11 +59,10 @@ type Harness struct {
 	queue    *Queue
 	gate     Gate
 
-	channels  map[string]*channel  // subscribed channels by id
-	removed   map[string]bool      // channels we were removed from while a turn ran
-	seen      *idSet               // event ids already accepted (a replay never prompts twice)
-	memberSeq map[string]int       // per channel: membership lookups started
-	metas     chan membershipCheck // membership lookups finished
+	channels map[string]*channel // subscribed channels by id
+	removed  map[string]bool     // channels we were removed from while a turn ran
+	seen     *idSet              // event ids already accepted (a replay never prompts twice)
+	lookups  memberLookups       // membership lookups running off the loop
 
 	// inflight stops a conversation's running turn; the cause says why (owner cancel, rotate, leave).
 	inflight map[scopeKey]context.CancelCauseFunc
@@ -59,14 +76,6 @@ type Harness struct {
 	// for all of them before it returns.
 	tasks    sync.WaitGroup
 	shutdown context.CancelFunc
-}
-
-// channel is a subscribed channel and what we know about it.
-type channel struct {
-	ID    string
-	Name  string
-	Type  string // stream | private | dm | unknown
-	About string
 }
 
 // New prepares a harness: it validates cfg and opens the session store (taking its lock).
@@ -88,8 +97,7 @@ func New(cfg Config) (*Harness, error) {
 		gate:          Gate{Mode: cfg.RespondTo, Owner: cfg.Owner, Allowlist: cfg.Allowlist},
 		channels:      map[string]*channel{},
 		removed:       map[string]bool{},
-		memberSeq:     map[string]int{},
-		metas:         make(chan membershipCheck, 16),
+		lookups:       memberLookups{started: map[string]int{}, done: make(chan membershipCheck, 16)},
 		seen:          newIDSet(20000),
 		inflight:      map[scopeKey]context.CancelCauseFunc{},
 		resumeRetried: map[scopeKey]bool{},
@@ -196,7 +204,7 @@ func (h *Harness) serve(ctx context.Context, liveErr <-chan error) error {
 			h.finishTurn(ctx, r)
 		case s := <-h.pool.spawned:
 			h.finishSpawn(ctx, s)
-		case m := <-h.metas:
+		case m := <-h.lookups.done:
 			h.applyMembership(m)
 		case <-tick.C:
 			h.pool.maintain(ctx)

@@ -3,19 +3,12 @@ package harness
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/buzz-harness/buzz/internal/journal"
 	"github.com/buzz-harness/buzz/internal/protocol"
-)
-
-var (
-	errOwnerCancel = errors.New("cancelled by the owner")
-	errRotate      = errors.New("session rotated by the owner")
-	errLeft        = errors.New("agent left the channel")
 )
 
 // handleEvent runs the intake pipeline for one channel event, in upstream's order:
