@@ -115,12 +115,17 @@ func New(cfg Config) (*Harness, error) {
 	}
 	h.relay = &relayClient{bridge: client.NewBridge(cfg.RelayURL, cfg.SecretKey), self: pk, cfg: &h.cfg, log: h.log, now: h.now}
 	h.sessions = &sessionOpener{cfg: &h.cfg, store: h.store, relay: h.relay, feed: h, log: h.log, now: h.now}
-	h.pool = newPool(&h.cfg, acp.ClientConfig{
-		OnLine:        h.onLine,
-		OnUpdate:      h.onUpdate,
-		Permissions:   permissionPolicy(&h.cfg),
-		ClientVersion: cfg.Version,
-	}, h.log, h.now, &h.tasks)
+	h.pool = &pool{
+		cfg: &h.cfg, log: h.log, now: h.now, tasks: &h.tasks,
+		client: acp.ClientConfig{
+			OnLine:        h.onLine,
+			OnUpdate:      h.onUpdate,
+			Permissions:   permissionPolicy(&h.cfg),
+			ClientVersion: cfg.Version,
+		},
+		spawned: make(chan spawnResult, 64),
+		record:  agentsFile(cfg.StateDir, pk),
+	}
 	return h, nil
 }
 
@@ -134,9 +139,9 @@ func (h *Harness) PublicKey() string { return h.agent }
 func (h *Harness) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	h.shutdown = cancel
-	defer h.jrnl.Close()
 	defer h.store.Close()
-	defer h.stop(cancel)
+	defer h.jrnl.Close()
+	defer h.stop(cancel) // first: nothing may write the journal or the store once they close
 
 	since := h.catchUpSince()
 	h.live = client.NewLive(client.LiveConfig{RelayURL: h.cfg.RelayURL, SecretKey: h.cfg.SecretKey, Logger: h.log})
@@ -151,7 +156,7 @@ func (h *Harness) Run(ctx context.Context) error {
 		Tags:  nostr.TagMap{"p": {h.agent}},
 		Since: ptrTS(since),
 	})
-	h.reapOrphans()
+	h.pool.reapOrphans()
 	h.replayJournal(ctx)
 	h.log.Info("buzz-acp ready", "agent", h.agent, "channels", len(h.channels), "relay", h.cfg.RelayURL)
 	h.pool.startAll(ctx)

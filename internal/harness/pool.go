@@ -78,10 +78,7 @@ type pool struct {
 	tasks   *sync.WaitGroup
 	slots   []*slot
 	spawned chan spawnResult // spawn attempts and process exits, for the loop
-}
-
-func newPool(cfg *Config, client acp.ClientConfig, log *slog.Logger, now func() time.Time, tasks *sync.WaitGroup) *pool {
-	return &pool{cfg: cfg, client: client, log: log, now: now, tasks: tasks, spawned: make(chan spawnResult, 64)}
+	record  string           // where the live agents' process groups are recorded (reap.go)
 }
 
 // startAll creates the slots and starts every agent.
@@ -327,7 +324,7 @@ func (h *Harness) finishSpawn(ctx context.Context, r spawnResult) {
 		"route", DecideRoute(s.ident), "loadSession", s.ident.LoadSession, "resume", s.ident.Resume)
 	h.bus.Publish(observer.Event{Type: "agent_spawned", Data: map[string]any{
 		"slot": s.idx, "pid": r.proc.Pid(), "agentName": s.ident.Name, "agentVersion": s.ident.Version, "route": DecideRoute(s.ident)}})
-	h.recordAgents()
+	h.pool.recordAgents()
 }
 
 // handleExit reacts to an agent process ending while idle (a busy one is handled by its turn).
