@@ -73,7 +73,8 @@ type sessionSpec struct {
 
 // params builds the parameters of session/new, session/load and session/resume — the one place
 // that decides what a session is opened with: cwd, the spec system prompt, and _meta (title,
-// channel identity, freshSession, claude-agent-acp's system prompt).
+// channel identity, freshSession, claude-agent-acp's system prompt). MCP servers, model and mode
+// belong here too when they come (acp sends mcpServers: [] until then).
 func (o *sessionOpener) params(spec sessionSpec) acp.SessionParams {
 	p := acp.SessionParams{Cwd: o.cfg.AgentCwd, Meta: map[string]any{}}
 	if ch := spec.channel; ch != nil {
