@@ -205,16 +205,9 @@ func (h *Harness) finishTurn(ctx context.Context, r turnResult) {
 	case turnDone:
 		h.commitTurn(r)
 	case turnAnsweredLate:
-		// The agent died after replying: respawn it, but do not prompt the batch again.
-		h.log.Warn("agent failed after replying; not retrying the batch", "channel", k.channelID(), "err", r.err)
-		h.queue.Complete(string(k))
-		h.done(r.in.batch.IDs()...)
-		h.crashed(s)
+		h.closeAnsweredTurn(r)
 	case turnResumeLost:
-		// The agent died or timed out during resume: respawn it and try once more, at no cost.
-		h.resumeRetried[k] = true
-		h.queue.Return(r.in.batch)
-		h.crashed(s)
+		h.retryResume(r)
 	case turnFailed:
 		h.retryTurn(ctx, r)
 	}
@@ -262,6 +255,24 @@ func (h *Harness) commitTurn(r turnResult) {
 		h.tasks.Go(func() { _ = h.store.Touch(string(k), now) }) // may write the file (once a minute): not on the loop
 	}
 	h.log.Info("turn done", "channel", k.channelID(), "stopReason", r.stop, "session", sess.ID)
+}
+
+// closeAnsweredTurn handles an agent that died after replying: respawn it, but do not prompt
+// the batch again.
+func (h *Harness) closeAnsweredTurn(r turnResult) {
+	k := r.in.scope
+	h.log.Warn("agent failed after replying; not retrying the batch", "channel", k.channelID(), "err", r.err)
+	h.queue.Complete(string(k))
+	h.done(r.in.batch.IDs()...)
+	h.crashed(r.in.slot)
+}
+
+// retryResume handles an agent that died or timed out during resume: respawn it and try once
+// more, at no cost to the batch.
+func (h *Harness) retryResume(r turnResult) {
+	h.resumeRetried[r.in.scope] = true
+	h.queue.Return(r.in.batch)
+	h.crashed(r.in.slot)
 }
 
 // retryTurn requeues a failed batch — after the quota reset the agent named, else with backoff —
