@@ -128,7 +128,7 @@ func (r *Relay) bridgeQuery(w http.ResponseWriter, req *http.Request, pubkey str
 	out := []nostr.Event{}
 	seen := map[string]bool{}
 	for _, f := range filters {
-		evs, err := r.st.Query(req.Context(), pubkey, f, effectiveLimit(f))
+		evs, err := r.st.Query(req.Context(), r.acl.access(pubkey), f, effectiveLimit(f))
 		if err != nil {
 			r.log.Error("bridge query", "err", err)
 			storeFailure(w, err, "error: query failed")
@@ -154,7 +154,7 @@ func (r *Relay) bridgeCount(w http.ResponseWriter, req *http.Request, pubkey str
 		writeError(w, http.StatusForbidden, msg)
 		return
 	}
-	n, err := r.st.Count(req.Context(), pubkey, filters)
+	n, err := r.st.Count(req.Context(), r.acl.access(pubkey), filters)
 	if err != nil {
 		storeFailure(w, err, "error: count failed")
 		return

@@ -396,7 +396,7 @@ func (c *conn) handleReq(f frame) {
 		if limit == 0 {
 			continue
 		}
-		evs, err := c.r.st.Query(c.ctx, pk, flt, limit)
+		evs, err := c.r.st.Query(c.ctx, c.r.acl.access(pk), flt, limit)
 		if err != nil {
 			c.r.log.Error("query", "err", err)
 			c.send([]any{"CLOSED", f.SubID, "error: query failed"})
@@ -426,7 +426,7 @@ func (c *conn) handleCount(f frame) {
 		c.send([]any{"CLOSED", f.SubID, msg})
 		return
 	}
-	n, err := c.r.st.Count(c.ctx, pk, f.Filters)
+	n, err := c.r.st.Count(c.ctx, c.r.acl.access(pk), f.Filters)
 	if err != nil {
 		c.send([]any{"CLOSED", f.SubID, "error: count failed"})
 		return

@@ -407,8 +407,8 @@ func boolInt(b bool) int {
 }
 
 // Query implements Store.
-func (s *SQLite) Query(ctx context.Context, reader string, f Filter, limit int) ([]nostr.Event, error) {
-	where, args, empty := buildWhere(reader, f)
+func (s *SQLite) Query(ctx context.Context, a Access, f Filter, limit int) ([]nostr.Event, error) {
+	where, args, empty := buildWhere(a, f)
 	if empty || limit <= 0 {
 		return []nostr.Event{}, nil
 	}
@@ -437,16 +437,16 @@ func (s *SQLite) Query(ctx context.Context, reader string, f Filter, limit int) 
 }
 
 // Count implements Store.
-func (s *SQLite) Count(ctx context.Context, reader string, filters []Filter) (int64, error) {
+func (s *SQLite) Count(ctx context.Context, a Access, filters []Filter) (int64, error) {
 	var parts []string
 	var args []any
 	for _, f := range filters {
-		where, a, empty := buildWhere(reader, f)
+		where, fa, empty := buildWhere(a, f)
 		if empty {
 			continue
 		}
 		parts = append(parts, `SELECT e.seq FROM events e WHERE `+where)
-		args = append(args, a...)
+		args = append(args, fa...)
 	}
 	if len(parts) == 0 {
 		return 0, nil
