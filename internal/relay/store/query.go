@@ -109,6 +109,11 @@ func intList(ks []int) string {
 	return strings.Join(s, ",")
 }
 
+// SearchTerms splits search text into the words FTSQuery matches (the relay bounds their number).
+func SearchTerms(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) })
+}
+
 func placeholders(n int) string {
 	if n <= 0 {
 		return ""
@@ -119,7 +124,7 @@ func placeholders(n int) string {
 // FTSQuery turns free text into an FTS5 query that cannot be a syntax error: every word
 // becomes a quoted string (all must match). Returns "" when there are no words.
 func FTSQuery(s string) string {
-	words := strings.FieldsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) })
+	words := SearchTerms(s)
 	var parts []string
 	for _, w := range words {
 		w = strings.ReplaceAll(w, `"`, `""`)

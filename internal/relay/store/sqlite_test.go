@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -162,6 +163,39 @@ func TestSQLiteSearchNeverFailsOnOddInput(t *testing.T) {
 	for _, q := range []string{`"`, `*`, `NEAR(`, `notes AND`, `v2)`, `-x`, `release`} {
 		if _, err := s.Query(context.Background(), Access{Pubkey: pk}, Filter{Filter: nostr.Filter{Search: q}}, 10); err != nil {
 			t.Errorf("search %q: %v", q, err)
+		}
+	}
+}
+
+// relay.db and its WAL files hold private channels: nobody but the relay's user may read them,
+// also when an older relay left the database world-readable.
+func TestSQLiteFilesAreOwnerOnly(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "relay.db")
+	old, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sk := nostr.GeneratePrivateKey()
+	if err := save(t, s, signed(t, sk, nostr.Event{Kind: 1, Content: "x", CreatedAt: 1}), ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if mode := fi.Mode().Perm(); mode&0o077 != 0 {
+			t.Errorf("%s has mode %04o, want no group/other access", filepath.Base(p), mode)
 		}
 	}
 }
