@@ -68,6 +68,8 @@ type Config struct {
 	WriteTimeout time.Duration
 	Logger       *slog.Logger     // nil = discard
 	Now          func() time.Time // nil = time.Now
+
+	wrapStore func(store.Store) store.Store // tests: instrument the store
 }
 
 // Relay is the whole relay as an http.Handler.
@@ -130,9 +132,13 @@ func Open(cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	pk, _ := nostr.GetPublicKey(sk)
-	st, err := store.Open(filepath.Join(cfg.DataDir, "relay.db"))
+	var st store.Store
+	st, err = store.Open(filepath.Join(cfg.DataDir, "relay.db"))
 	if err != nil {
 		return nil, fmt.Errorf("relay: open store: %w", err)
+	}
+	if cfg.wrapStore != nil {
+		st = cfg.wrapStore(st)
 	}
 	chans, err := st.Channels(context.Background())
 	if err != nil {
