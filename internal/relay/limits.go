@@ -58,6 +58,9 @@ func newQueryGate() *queryGate {
 }
 
 func (g *queryGate) enter(ctx context.Context, client string, search bool) (func(), error) {
+	if ctx.Err() != nil {
+		return nil, errBusy // select would pick at random between a free slot and the end
+	}
 	g.mu.Lock()
 	cs := g.clients[client]
 	if cs == nil {

@@ -127,6 +127,9 @@ func (c *conn) readLoop() {
 			if j.verified != nil {
 				<-j.verified
 			}
+			if c.ctx.Err() != nil {
+				continue // the client is gone: drain without working for it
+			}
 			c.process(j)
 		}
 	}()
@@ -462,6 +465,9 @@ func (c *conn) handleReq(f frame) {
 	done()
 	for _, evs := range batches {
 		for i := range evs {
+			if c.ctx.Err() != nil {
+				return
+			}
 			if seen[evs[i].ID] {
 				continue
 			}
