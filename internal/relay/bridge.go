@@ -126,13 +126,13 @@ func (r *Relay) bridgeQuery(w http.ResponseWriter, req *http.Request, pubkey str
 		writeError(w, status, msg)
 		return
 	}
-	defer done()
 	access := r.acl.access(pubkey)
 	out := []nostr.Event{}
 	seen := map[string]bool{}
 	for _, f := range filters {
 		evs, err := r.st.Query(qctx, access, f, effectiveLimit(f))
 		if err != nil {
+			done()
 			status, msg := r.readFailure(err, "query")
 			writeError(w, status, msg)
 			return
@@ -144,6 +144,7 @@ func (r *Relay) bridgeQuery(w http.ResponseWriter, req *http.Request, pubkey str
 			}
 		}
 	}
+	done() // a client slow to take the answer must not hold its read slots meanwhile
 	writeJSON(w, http.StatusOK, out)
 }
 
