@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -78,7 +79,7 @@ func TestSQLiteAddressableKeepsNewestPerDTag(t *testing.T) {
 	if err := save(t, s, old, ""); !errors.Is(err, ErrNewerExists) {
 		t.Fatalf("older version: %v", err)
 	}
-	got, err := s.Query(context.Background(), pk, Filter{Filter: nostr.Filter{Kinds: []int{30174}}}, 10)
+	got, err := s.Query(context.Background(), Access{Pubkey: pk}, Filter{Filter: nostr.Filter{Kinds: []int{30174}}}, 10)
 	if err != nil || len(got) != 2 || got[0].Content != "v2" || got[1].Content != "b" {
 		t.Fatalf("got %v %v", got, err)
 	}
@@ -100,7 +101,9 @@ func TestSQLiteMarkAuthSeenRefusesRepeatUntilExpiry(t *testing.T) {
 	}
 }
 
-func TestSQLitePrivateChannelEventsNeedMembership(t *testing.T) {
+// The store holds no read rule of its own: it returns channel events only from the channels
+// the relay's Access lists, and applies the kind rules it is given.
+func TestSQLiteQueryAppliesTheAccessItIsGiven(t *testing.T) {
 	s, _ := openTemp(t)
 	ctx := context.Background()
 	owner, stranger := nostr.GeneratePrivateKey(), nostr.GeneratePrivateKey()
@@ -110,23 +113,32 @@ func TestSQLitePrivateChannelEventsNeedMembership(t *testing.T) {
 		if err := tx.PutChannel(Channel{ID: "c", Name: "c", Visibility: "private", Type: "stream", CreatedBy: opk}); err != nil {
 			return err
 		}
-		if err := tx.PutMember("c", opk, "owner", 1); err != nil {
+		if err := tx.SaveEvent(signed(t, owner, nostr.Event{Kind: 9, Content: "x", CreatedAt: 1, Tags: nostr.Tags{{"h", "c"}}}), "c"); err != nil {
 			return err
 		}
-		return tx.SaveEvent(signed(t, owner, nostr.Event{Kind: 9, Content: "x", CreatedAt: 1, Tags: nostr.Tags{{"h", "c"}}}), "c")
+		if err := tx.SaveEvent(signed(t, owner, nostr.Event{Kind: 44100, CreatedAt: 2, Tags: nostr.Tags{{"p", opk}}}), ""); err != nil {
+			return err
+		}
+		return tx.SaveEvent(signed(t, owner, nostr.Event{Kind: 30174, CreatedAt: 3, Tags: nostr.Tags{{"d", "core"}}}), "")
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := Filter{Filter: nostr.Filter{Kinds: []int{9}}}
-	if got, _ := s.Query(ctx, opk, f, 10); len(got) != 1 {
-		t.Fatalf("member sees %d", len(got))
+	rules := func(pk string, chans ...string) Access {
+		return Access{Pubkey: pk, Channels: chans, PGated: []int{44100}, Personal: []int{30174}}
 	}
-	if got, _ := s.Query(ctx, spk, f, 10); len(got) != 0 {
-		t.Fatalf("stranger sees %d", len(got))
+	f := Filter{}
+	if got, _ := s.Query(ctx, rules(opk, "c"), f, 10); len(got) != 3 {
+		t.Fatalf("a reader granted the channel sees %d events, want 3", len(got))
 	}
-	if n, _ := s.Count(ctx, spk, []Filter{f}); n != 0 {
-		t.Fatalf("stranger counts %d", n)
+	if got, _ := s.Query(ctx, rules(spk), f, 10); len(got) != 0 {
+		t.Fatalf("a reader granted nothing sees %d events: %v", len(got), got)
+	}
+	if n, _ := s.Count(ctx, rules(spk), []Filter{f}); n != 0 {
+		t.Fatalf("a reader granted nothing counts %d", n)
+	}
+	if got, _ := s.Query(ctx, rules(spk, "c"), f, 10); len(got) != 1 || got[0].Kind != 9 {
+		t.Fatalf("a stranger granted the channel sees %v, want only the channel message", got)
 	}
 }
 
@@ -149,8 +161,41 @@ func TestSQLiteSearchNeverFailsOnOddInput(t *testing.T) {
 	pk, _ := nostr.GetPublicKey(sk)
 	save(t, s, signed(t, sk, nostr.Event{Kind: 1, Content: "release notes for v2", CreatedAt: 1}), "")
 	for _, q := range []string{`"`, `*`, `NEAR(`, `notes AND`, `v2)`, `-x`, `release`} {
-		if _, err := s.Query(context.Background(), pk, Filter{Filter: nostr.Filter{Search: q}}, 10); err != nil {
+		if _, err := s.Query(context.Background(), Access{Pubkey: pk}, Filter{Filter: nostr.Filter{Search: q}}, 10); err != nil {
 			t.Errorf("search %q: %v", q, err)
+		}
+	}
+}
+
+// relay.db and its WAL files hold private channels: nobody but the relay's user may read them,
+// also when an older relay left the database world-readable.
+func TestSQLiteFilesAreOwnerOnly(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "relay.db")
+	old, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sk := nostr.GeneratePrivateKey()
+	if err := save(t, s, signed(t, sk, nostr.Event{Kind: 1, Content: "x", CreatedAt: 1}), ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if mode := fi.Mode().Perm(); mode&0o077 != 0 {
+			t.Errorf("%s has mode %04o, want no group/other access", filepath.Base(p), mode)
 		}
 	}
 }
