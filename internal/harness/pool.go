@@ -167,7 +167,7 @@ func (h *Harness) finishSpawn(ctx context.Context, r spawnResult) {
 	s.starting = false
 	if r.err != nil {
 		h.log.Error("agent failed to start", "slot", s.idx, "command", h.cfg.AgentCommand, "err", r.err)
-		h.bus.Publish(observer.Event{Type: "agent_exited", Data: map[string]any{"slot": s.idx, "reason": r.err.Error()}})
+		h.bus.Publish(observer.Scope{}, observer.AgentExited{Slot: s.idx, Reason: r.err.Error()})
 		h.scheduleRespawn(s)
 		return
 	}
@@ -182,8 +182,8 @@ func (h *Harness) finishSpawn(ctx context.Context, r spawnResult) {
 	}
 	h.log.Info("agent ready", "slot", s.idx, "pid", r.proc.Pid(), "agent", s.ident.Name, "version", s.ident.Version,
 		"route", DecideRoute(s.ident), "loadSession", s.ident.LoadSession, "resume", s.ident.Resume)
-	h.bus.Publish(observer.Event{Type: "agent_spawned", Data: map[string]any{
-		"slot": s.idx, "pid": r.proc.Pid(), "agentName": s.ident.Name, "agentVersion": s.ident.Version, "route": DecideRoute(s.ident)}})
+	h.bus.Publish(observer.Scope{}, observer.AgentSpawned{
+		Slot: s.idx, PID: r.proc.Pid(), AgentName: s.ident.Name, AgentVersion: s.ident.Version, Route: string(DecideRoute(s.ident))})
 	h.recordAgents()
 	gen := s.gen
 	go func() {
@@ -208,7 +208,7 @@ func (h *Harness) crashed(s *slot) {
 	}
 	s.proc, s.ready, s.sessions, s.pending, s.heartbeat = nil, false, nil, nil, nil
 	s.gen++
-	h.bus.Publish(observer.Event{Type: "agent_exited", Data: map[string]any{"slot": s.idx}})
+	h.bus.Publish(observer.Scope{}, observer.AgentExited{Slot: s.idx})
 	h.scheduleRespawn(s)
 }
 

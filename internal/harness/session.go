@@ -42,7 +42,7 @@ func (h *Harness) openSession(ctx context.Context, in turnInput) (sess *chanSess
 		case err == nil:
 			_ = h.store.Touch(ch.ID, h.now())
 			sess = &chanSession{ID: rec.SessionID, Route: route, Delivered: map[string]bool{}, Resumed: true, opening: &standing}
-			h.emitSession(in, sess, "session_resumed", map[string]any{"sessionId": rec.SessionID, "method": method})
+			h.emitSession(in, sess, observer.SessionResumed{SessionID: rec.SessionID, Method: method})
 			if route.SystemRole() && route != RouteGoose && sysText != "" {
 				h.emitSystemPrompt(in, sess, standing, nil)
 			}
@@ -50,16 +50,16 @@ func (h *Harness) openSession(ctx context.Context, in turnInput) (sess *chanSess
 		case errors.As(err, &rpc):
 			h.log.Info("resume refused; starting a new session", "channel", ch.ID, "session", rec.SessionID, "err", err)
 			_ = h.store.Remove(ch.ID)
-			h.emitSession(in, nil, "session_resume_failed", map[string]any{"sessionId": rec.SessionID, "reason": err.Error()})
+			h.emitSession(in, nil, observer.SessionResumeFailed{SessionID: rec.SessionID, Reason: err.Error()})
 		case ctx.Err() != nil:
 			return nil, nil, false, ctx.Err()
 		case !in.retried:
-			h.emitSession(in, nil, "session_resume_failed", map[string]any{"sessionId": rec.SessionID, "reason": err.Error(), "retry": true})
+			h.emitSession(in, nil, observer.SessionResumeFailed{SessionID: rec.SessionID, Reason: err.Error(), Retry: true})
 			return nil, nil, true, err
 		default:
 			h.log.Warn("resume failed twice; starting a new session", "channel", ch.ID, "err", err)
 			_ = h.store.Remove(ch.ID)
-			h.emitSession(in, nil, "session_resume_failed", map[string]any{"sessionId": rec.SessionID, "reason": err.Error()})
+			h.emitSession(in, nil, observer.SessionResumeFailed{SessionID: rec.SessionID, Reason: err.Error()})
 			return nil, nil, false, err // the agent is gone; the loop respawns and the retry opens a new session
 		}
 		params.SessionID = ""
@@ -95,7 +95,7 @@ func (h *Harness) openSession(ctx context.Context, in turnInput) (sess *chanSess
 	}); err != nil {
 		h.log.Warn("session store", "err", err)
 	}
-	h.emitSession(in, sess, "session_resolved", map[string]any{"sessionId": id, "isNewSession": true})
+	h.emitSession(in, sess, observer.SessionResolved{SessionID: id, IsNewSession: true})
 	if sess.Route.SystemRole() && sysText != "" {
 		h.emitSystemPrompt(in, sess, standing, nil)
 	}
@@ -163,12 +163,12 @@ func (h *Harness) commandLine() string {
 	return strings.Join(append([]string{h.cfg.AgentCommand}, h.cfg.AgentArgs...), " ")
 }
 
-func (h *Harness) emitSession(in turnInput, sess *chanSession, typ string, data map[string]any) {
+func (h *Harness) emitSession(in turnInput, sess *chanSession, p observer.Payload) {
 	sid := ""
 	if sess != nil {
 		sid = sess.ID
 	}
-	h.bus.Publish(observer.Event{Type: typ, ChannelID: in.channel.ID, SessionID: sid, TurnID: in.turnID, Data: data})
+	h.bus.Publish(observer.Scope{ChannelID: in.channel.ID, SessionID: sid, TurnID: in.turnID}, p)
 }
 
 // emitSystemPrompt publishes the standing context a session was given, split into its sections,
@@ -187,11 +187,11 @@ func (h *Harness) emitSystemPrompt(in turnInput, sess *chanSession, standing pro
 		text = standing.SystemPrompt(h.cfg.AgentCwd)
 		secs = prompt.ParseStandingSections(text)
 	}
-	out := make([]map[string]string, len(secs))
+	out := make([]observer.PromptSection, len(secs))
 	for i, s := range secs {
-		out[i] = map[string]string{"label": s.Label, "body": s.Body}
+		out[i] = observer.PromptSection{Label: s.Label, Body: s.Body}
 	}
-	h.emitSession(in, sess, "system_prompt", map[string]any{"route": sess.Route, "text": text, "sections": out})
+	h.emitSession(in, sess, observer.SystemPrompt{Route: string(sess.Route), Text: text, Sections: out})
 }
 
 // maxFeedText caps text copied into the activity feed: an agent may write lines of any size, and
@@ -211,7 +211,7 @@ func (h *Harness) onLine(l acp.Line) {
 	if len(line) > maxFeedText {
 		line = line[:maxFeedText] // redact only what is kept
 	}
-	h.bus.Publish(observer.Event{Type: "acp_line", Data: map[string]any{"dir": l.Dir, "bytes": len(l.Data), "line": observer.Redact(line) + cutNote(len(l.Data))}})
+	h.bus.Publish(observer.Scope{}, observer.ACPLine{Dir: string(l.Dir), Bytes: len(l.Data), Line: observer.Redact(line) + cutNote(len(l.Data))})
 }
 
 func cutNote(n int) string {
@@ -223,16 +223,6 @@ func cutNote(n int) string {
 
 // onUpdate turns session/update notifications into activity; replayed history is marked.
 func (h *Harness) onUpdate(u acp.SessionUpdate) {
-	data := map[string]any{"kind": u.Kind, "replay": u.Replay}
-	if u.Text != "" {
-		data["text"] = clip(u.Text)
-	}
-	if u.ToolCallID != "" {
-		data["toolCallId"], data["title"], data["status"] = u.ToolCallID, u.Title, u.Status
-	}
-	typ := "agent_update"
-	if u.Replay {
-		typ = "history"
-	}
-	h.bus.Publish(observer.Event{Type: typ, SessionID: u.SessionID, Data: data})
+	h.bus.Publish(observer.Scope{SessionID: u.SessionID}, observer.AgentUpdate{Kind: u.Kind, Replay: u.Replay,
+		Text: clip(u.Text), ToolCallID: u.ToolCallID, Title: u.Title, Status: u.Status})
 }
