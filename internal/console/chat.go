@@ -21,6 +21,7 @@ const (
 	maxContentBytes = 64 << 10
 	historyLimit    = 300
 	reactionLimit   = 2000 // reactions loaded with a channel's history
+	maxEmojiRunes   = 32
 	liveSubID       = "console-messages"
 )
 
@@ -290,7 +291,11 @@ func (c *chat) toReaction(ctx context.Context, ev *nostr.Event, ch string) (reac
 	if _, ok := c.name(ev.PubKey); !ok {
 		c.loadNames(ctx, []string{ev.PubKey})
 	}
-	r := reaction{ID: ev.ID, Channel: ch, Target: target, Pubkey: ev.PubKey, Emoji: ev.Content}
+	emoji := ev.Content
+	if r := []rune(emoji); len(r) > maxEmojiRunes { // an emoji or a :shortcode:, not an essay
+		emoji = string(r[:maxEmojiRunes]) + "…"
+	}
+	r := reaction{ID: ev.ID, Channel: ch, Target: target, Pubkey: ev.PubKey, Emoji: emoji}
 	if r.Name, _ = c.name(ev.PubKey); r.Name == "" {
 		r.Name = shortNpub(ev.PubKey)
 	}
