@@ -298,6 +298,11 @@ func TestConsoleShowsReplayedHistoryAsHistoryAfterRestart(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`.thread .msg[data-pubkey="`+info.Agent.Pubkey+`"]`))); err != nil {
 		t.Fatalf("no first reply: %v", err)
 	}
+	// The agent posts its reply before it records the turn in its session history; the turn's
+	// end (the prompt answered) says the history is saved and can be replayed.
+	if err := chromedp.Do(ctx, chromedp.WaitReady(chromedp.CSS(`.card.end`))); err != nil {
+		t.Fatalf("first turn never ended: %v", err)
+	}
 	stop()
 
 	// Second start on the same data dir and port: the harness resumes the session with
