@@ -227,6 +227,9 @@ func TestConsoleComposerMentionGetsThreadedReplyAndSpecRouteSystemPromptCard(t *
 	if err != nil || len(ctxCard) == 0 || !strings.Contains(ctxCard[0], "spec systemPrompt") || !strings.Contains(ctxCard[0], "standing includedno") {
 		t.Errorf("prompt context card = %q (err %v)", ctxCard, err)
 	}
+	if len(ctxCard) > 0 && strings.Contains(ctxCard[0], "incomplete") {
+		t.Errorf("prompt context card = %q: a top-level message lacks no context", ctxCard[0])
+	}
 	msgs, err := textsOf(ctx, `.card.agent-msg`)
 	if err != nil || len(msgs) != 1 || !strings.Contains(msgs[0], "please summarize the release plan") {
 		t.Errorf("streamed agent message = %q (err %v); want the three chunks joined in one card", msgs, err)
@@ -295,6 +298,11 @@ func TestConsoleShowsReplayedHistoryAsHistoryAfterRestart(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`.thread .msg[data-pubkey="`+info.Agent.Pubkey+`"]`))); err != nil {
 		t.Fatalf("no first reply: %v", err)
 	}
+	// The agent posts its reply before it records the turn in its session history; the turn's
+	// end (the prompt answered) says the history is saved and can be replayed.
+	if err := chromedp.Do(ctx, chromedp.WaitReady(chromedp.CSS(`.card.end`))); err != nil {
+		t.Fatalf("first turn never ended: %v", err)
+	}
 	stop()
 
 	// Second start on the same data dir and port: the harness resumes the session with
@@ -308,8 +316,8 @@ func TestConsoleShowsReplayedHistoryAsHistoryAfterRestart(t *testing.T) {
 		t.Fatalf("second turn never ended: %v", err)
 	}
 	lines, err := textsOf(ctx, `.session-line`)
-	if err != nil || len(lines) != 1 || !strings.HasPrefix(lines[0], "Resumed session") {
-		t.Errorf("session lines = %q (err %v), want one resume", lines, err)
+	if err != nil || len(lines) != 1 || !strings.HasPrefix(lines[0], "Resumed session") || !strings.HasSuffix(lines[0], " via session/load") {
+		t.Errorf("session lines = %q (err %v), want one resume via session/load", lines, err)
 	}
 	history, err := textsOf(ctx, `.card.history .h-item`)
 	if err != nil || !strings.Contains(strings.Join(history, "\n"), "first question") {

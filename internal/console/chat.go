@@ -20,6 +20,8 @@ import (
 const (
 	maxContentBytes = 64 << 10
 	historyLimit    = 300
+	reactionLimit   = 2000 // reactions loaded with a channel's history
+	maxEmojiRunes   = 32
 	liveSubID       = "console-messages"
 )
 
@@ -53,6 +55,24 @@ type message struct {
 	Mentions  []string `json:"mentions"`
 	IsAgent   bool     `json:"isAgent,omitempty"`
 	IsOwner   bool     `json:"isOwner,omitempty"`
+	// Reactions to this message (history only; live ones arrive as their own stream events).
+	Reactions []reaction `json:"reactions,omitempty"`
+}
+
+// reaction is one kind-7 reaction, shown under the message it targets.
+type reaction struct {
+	ID      string `json:"id"`
+	Channel string `json:"channel"`
+	Target  string `json:"target"` // id of the event reacted to
+	Pubkey  string `json:"pubkey"`
+	Name    string `json:"name"`
+	Emoji   string `json:"emoji"` // the content as sent: an emoji, "+" (like) or "-" (dislike)
+}
+
+// liveEvent is one server-sent event for the browsers: a "message" or a "reaction".
+type liveEvent struct {
+	name string
+	data any
 }
 
 // relayBridge is what chat needs of the relay's HTTP bridge.
@@ -127,8 +147,13 @@ func (c *chat) run(ctx context.Context) error {
 				continue
 			}
 			ch, _ := protocol.ChannelID(in.Event.Tags)
-			m := c.toMessage(ctx, in.Event, ch)
-			c.hub.publish(m)
+			if in.Event.Kind == protocol.KindReaction {
+				if r, ok := c.toReaction(ctx, in.Event, ch); ok {
+					c.hub.publish(liveEvent{"reaction", r})
+				}
+				continue
+			}
+			c.hub.publish(liveEvent{"message", c.toMessage(ctx, in.Event, ch)})
 		}
 	}
 }
@@ -199,20 +224,31 @@ func (c *chat) state(ctx context.Context) (stateResp, error) {
 	if len(ids) > 0 {
 		sort.Strings(ids)
 		since := nostr.Timestamp(time.Now().Add(-10 * time.Second).Unix())
-		c.live.Subscribe(liveSubID, nostr.Filter{Kinds: chatKinds, Tags: nostr.TagMap{"h": ids}, Since: &since})
+		kinds := append([]int{protocol.KindReaction}, chatKinds...)
+		c.live.Subscribe(liveSubID, nostr.Filter{Kinds: kinds, Tags: nostr.TagMap{"h": ids}, Since: &since})
 	}
 	return st, nil
 }
 
-// history returns a channel's recent messages, oldest first.
+// history returns a channel's recent messages, oldest first, each with its reactions.
 func (c *chat) history(ctx context.Context, ch string) ([]message, error) {
 	ch = strings.ToLower(strings.TrimSpace(ch))
 	if !protocol.IsUUID(ch) {
 		return nil, &badRequest{"channel must be a channel UUID"}
 	}
-	evs, err := c.bridge.Query(ctx, client.F(nostr.Filter{Kinds: chatKinds, Tags: nostr.TagMap{"h": {ch}}, Limit: historyLimit})...)
+	got, err := c.bridge.Query(ctx, client.F(
+		nostr.Filter{Kinds: chatKinds, Tags: nostr.TagMap{"h": {ch}}, Limit: historyLimit},
+		nostr.Filter{Kinds: []int{protocol.KindReaction}, Tags: nostr.TagMap{"h": {ch}}, Limit: reactionLimit})...)
 	if err != nil {
 		return nil, err
+	}
+	var evs, reactions []nostr.Event
+	for _, ev := range got {
+		if ev.Kind == protocol.KindReaction {
+			reactions = append(reactions, ev)
+		} else {
+			evs = append(evs, ev)
+		}
 	}
 	sort.SliceStable(evs, func(i, j int) bool {
 		if evs[i].CreatedAt != evs[j].CreatedAt {
@@ -220,16 +256,50 @@ func (c *chat) history(ctx context.Context, ch string) ([]message, error) {
 		}
 		return evs[i].ID < evs[j].ID
 	})
-	pks := make([]string, 0, len(evs))
-	for _, ev := range evs {
+	pks := make([]string, 0, len(got))
+	for _, ev := range got {
 		pks = append(pks, ev.PubKey)
 	}
 	c.loadNames(ctx, pks)
 	out := make([]message, 0, len(evs))
+	at := map[string]int{} // message id → index in out
 	for i := range evs {
+		at[evs[i].ID] = len(out)
 		out = append(out, c.toMessage(ctx, &evs[i], ch))
 	}
+	sort.SliceStable(reactions, func(i, j int) bool { return reactions[i].CreatedAt < reactions[j].CreatedAt })
+	for i := range reactions {
+		r, ok := c.toReaction(ctx, &reactions[i], ch)
+		if j, shown := at[r.Target]; ok && shown {
+			out[j].Reactions = append(out[j].Reactions, r)
+		}
+	}
 	return out, nil
+}
+
+// toReaction reads a kind-7 event; NIP-25 puts the reacted-to event in the last e tag.
+func (c *chat) toReaction(ctx context.Context, ev *nostr.Event, ch string) (reaction, bool) {
+	target := ""
+	for _, t := range ev.Tags {
+		if len(t) >= 2 && t[0] == "e" {
+			target = t[1]
+		}
+	}
+	if !protocol.IsHex64(target) {
+		return reaction{}, false
+	}
+	if _, ok := c.name(ev.PubKey); !ok {
+		c.loadNames(ctx, []string{ev.PubKey})
+	}
+	emoji := ev.Content
+	if r := []rune(emoji); len(r) > maxEmojiRunes { // an emoji or a :shortcode:, not an essay
+		emoji = string(r[:maxEmojiRunes]) + "…"
+	}
+	r := reaction{ID: ev.ID, Channel: ch, Target: target, Pubkey: ev.PubKey, Emoji: emoji}
+	if r.Name, _ = c.name(ev.PubKey); r.Name == "" {
+		r.Name = shortNpub(ev.PubKey)
+	}
+	return r, true
 }
 
 // send posts the composer's message as the owner: @name mentions of channel members become p
@@ -503,17 +573,17 @@ func newestByD(evs []nostr.Event) []nostr.Event {
 	return out
 }
 
-// hub fans live messages out to the open event streams; a stream that falls behind loses
+// hub fans live messages and reactions out to the open event streams; a stream that falls behind loses
 // messages rather than stalling the others (the browser reloads history on reconnect).
 type hub struct {
 	mu   sync.Mutex
-	subs map[chan message]struct{}
+	subs map[chan liveEvent]struct{}
 }
 
-func newHub() *hub { return &hub{subs: map[chan message]struct{}{}} }
+func newHub() *hub { return &hub{subs: map[chan liveEvent]struct{}{}} }
 
-func (h *hub) subscribe(ctx context.Context) <-chan message {
-	ch := make(chan message, 256)
+func (h *hub) subscribe(ctx context.Context) <-chan liveEvent {
+	ch := make(chan liveEvent, 256)
 	h.mu.Lock()
 	h.subs[ch] = struct{}{}
 	h.mu.Unlock()
@@ -526,7 +596,7 @@ func (h *hub) subscribe(ctx context.Context) <-chan message {
 	return ch
 }
 
-func (h *hub) publish(m message) {
+func (h *hub) publish(m liveEvent) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for ch := range h.subs {

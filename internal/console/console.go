@@ -221,7 +221,8 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, m)
 }
 
-// stream is the SSE feed: activity history then live activity, and live channel messages.
+// stream is the SSE feed: activity history then live activity, and live channel messages and
+// reactions.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
@@ -239,7 +240,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Bus != nil {
 		acts, snap = s.cfg.Bus.Subscribe(ctx, 1024)
 	}
-	var msgs <-chan message
+	var msgs <-chan liveEvent
 	if s.chat != nil {
 		msgs = s.chat.hub.subscribe(ctx)
 	}
@@ -267,7 +268,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 			if !ok {
 				return
 			}
-			if !writeEvent(w, "message", m) {
+			if !writeEvent(w, m.name, m.data) {
 				return
 			}
 		case <-keep.C:

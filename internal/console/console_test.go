@@ -121,9 +121,9 @@ func readSSE(t *testing.T, r *bufio.Reader) sse {
 
 func TestConsoleStreamSendsActivityHistoryThenLiveWithoutRawACPLines(t *testing.T) {
 	bus := observer.NewBus(100)
-	bus.Publish(observer.Event{Type: observer.TypeACPLine, Data: map[string]any{"dir": "out", "line": "{}"}})
-	bus.Publish(observer.Event{Type: "system_prompt", ChannelID: "c", TurnID: "t1", Data: map[string]any{
-		"route": "user_message", "sections": []map[string]string{{"label": "Base", "body": "b"}}}})
+	bus.Publish(observer.Scope{}, observer.ACPLine{Dir: "send", Line: "{}"})
+	bus.Publish(observer.Scope{ChannelID: "c", TurnID: "t1"}, observer.SystemPrompt{
+		Route: "user_message", Sections: []observer.PromptSection{{Label: "Base", Body: "b"}}})
 	ts, token := activityServer(t, bus)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -144,7 +144,7 @@ func TestConsoleStreamSendsActivityHistoryThenLiveWithoutRawACPLines(t *testing.
 		if ev.name == "ready" {
 			break
 		}
-		var e observer.Event
+		var e struct{ Type string }
 		if err := json.Unmarshal([]byte(ev.data), &e); err != nil {
 			t.Fatal(err)
 		}
@@ -153,7 +153,7 @@ func TestConsoleStreamSendsActivityHistoryThenLiveWithoutRawACPLines(t *testing.
 	if strings.Join(types, ",") != "system_prompt" {
 		t.Errorf("history = %v, want only system_prompt (acp_line left out)", types)
 	}
-	bus.Publish(observer.Event{Type: "turn_ended", ChannelID: "c", TurnID: "t1", Data: map[string]any{"stopReason": "end_turn"}})
+	bus.Publish(observer.Scope{ChannelID: "c", TurnID: "t1"}, observer.TurnEnded{StopReason: "end_turn"})
 	ev := readSSE(t, r)
 	if ev.name != "activity" || !strings.Contains(ev.data, `"turn_ended"`) || !strings.Contains(ev.data, `"end_turn"`) {
 		t.Errorf("live event = %+v", ev)

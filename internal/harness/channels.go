@@ -109,8 +109,8 @@ func (h *Harness) handleIncoming(ctx context.Context, in client.Incoming) {
 	case in.SubID == subMembership:
 		h.handleMembership(ctx, in.Event)
 	default:
-		h.bus.Publish(observer.Event{Type: "event_received", ChannelID: strings.TrimPrefix(in.SubID, subChannelPfx),
-			Data: map[string]any{"eventId": in.Event.ID, "receivedAt": in.Received}})
+		h.bus.Publish(observer.Scope{ChannelID: strings.TrimPrefix(in.SubID, subChannelPfx)},
+			observer.EventReceived{EventID: in.Event.ID, ReceivedAt: in.Received})
 		h.handleEvent(ctx, in.Event)
 	}
 }

@@ -12,21 +12,21 @@ import (
 // The activity feed: what turns, sessions and agents did, as observer events.
 
 // emit publishes a turn's event.
-func (h *Harness) emit(in turnInput, typ string, data any) {
+func (h *Harness) emit(in turnInput, p observer.Payload) {
 	sid := ""
 	if in.session != nil {
 		sid = in.session.ID
 	}
-	h.bus.Publish(observer.Event{Type: typ, ChannelID: in.channel.ID, SessionID: sid, TurnID: in.turnID, Data: data})
+	h.bus.Publish(observer.Scope{ChannelID: in.channel.ID, SessionID: sid, TurnID: in.turnID}, p)
 }
 
 // emitSession publishes a session's event (opened, resumed, failed, its system prompt).
-func (h *Harness) emitSession(in turnInput, sess *chanSession, typ string, data map[string]any) {
+func (h *Harness) emitSession(in turnInput, sess *chanSession, p observer.Payload) {
 	sid := ""
 	if sess != nil {
 		sid = sess.ID
 	}
-	h.bus.Publish(observer.Event{Type: typ, ChannelID: in.channel.ID, SessionID: sid, TurnID: in.turnID, Data: data})
+	h.bus.Publish(observer.Scope{ChannelID: in.channel.ID, SessionID: sid, TurnID: in.turnID}, p)
 }
 
 // emitSystemPrompt publishes the standing context a session was given, split into its sections,
@@ -45,11 +45,11 @@ func (h *Harness) emitSystemPrompt(in turnInput, sess *chanSession, standing pro
 		text = standing.SystemPrompt(h.cfg.AgentCwd)
 		secs = prompt.ParseStandingSections(text)
 	}
-	out := make([]map[string]string, len(secs))
+	out := make([]observer.PromptSection, len(secs))
 	for i, s := range secs {
-		out[i] = map[string]string{"label": s.Label, "body": s.Body}
+		out[i] = observer.PromptSection{Label: s.Label, Body: s.Body}
 	}
-	h.emitSession(in, sess, "system_prompt", map[string]any{"route": sess.Route, "text": text, "sections": out})
+	h.emitSession(in, sess, observer.SystemPrompt{Route: string(sess.Route), Text: text, Sections: out})
 }
 
 // maxFeedText caps text copied into the activity feed: an agent may write lines of any size, and
@@ -69,7 +69,7 @@ func (h *Harness) onLine(l acp.Line) {
 	if len(line) > maxFeedText {
 		line = line[:maxFeedText] // redact only what is kept
 	}
-	h.bus.Publish(observer.Event{Type: "acp_line", Data: map[string]any{"dir": l.Dir, "bytes": len(l.Data), "line": observer.Redact(line) + cutNote(len(l.Data))}})
+	h.bus.Publish(observer.Scope{}, observer.ACPLine{Dir: string(l.Dir), Bytes: len(l.Data), Line: observer.Redact(line) + cutNote(len(l.Data))})
 }
 
 func cutNote(n int) string {
@@ -81,16 +81,6 @@ func cutNote(n int) string {
 
 // onUpdate turns session/update notifications into activity; replayed history is marked.
 func (h *Harness) onUpdate(u acp.SessionUpdate) {
-	data := map[string]any{"kind": u.Kind, "replay": u.Replay}
-	if u.Text != "" {
-		data["text"] = clip(u.Text)
-	}
-	if u.ToolCallID != "" {
-		data["toolCallId"], data["title"], data["status"] = u.ToolCallID, u.Title, u.Status
-	}
-	typ := "agent_update"
-	if u.Replay {
-		typ = "history"
-	}
-	h.bus.Publish(observer.Event{Type: typ, SessionID: u.SessionID, Data: data})
+	h.bus.Publish(observer.Scope{SessionID: u.SessionID}, observer.AgentUpdate{Kind: u.Kind, Replay: u.Replay,
+		Text: clip(u.Text), ToolCallID: u.ToolCallID, Title: u.Title, Status: u.Status})
 }

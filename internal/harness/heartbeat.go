@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/buzz-harness/buzz/internal/acp"
+	"github.com/buzz-harness/buzz/internal/observer"
 	"github.com/buzz-harness/buzz/internal/prompt"
 )
 
@@ -54,7 +55,7 @@ func (h *Harness) runHeartbeat(ctx context.Context, in turnInput) (r turnResult)
 	for i, t := range texts {
 		blocks[i] = acp.ContentBlock{Type: "text", Text: t}
 	}
-	h.emit(in, "prompt", map[string]any{"sessionId": sess.ID, "blocks": texts, "heartbeat": true})
+	h.emit(in, observer.Prompt{SessionID: sess.ID, Blocks: texts, Heartbeat: true})
 	res, err := in.proc.Prompt(ctx, sess.ID, blocks, h.cfg.promptOptions())
 	if err != nil {
 		r.err = err

@@ -315,15 +315,15 @@ func (h *Harness) finishSpawn(ctx context.Context, r spawnResult) {
 	if r.err != nil {
 		s.starting = false
 		h.log.Error("agent failed to start", "slot", s.idx, "command", h.cfg.AgentCommand, "err", r.err)
-		h.bus.Publish(observer.Event{Type: "agent_exited", Data: map[string]any{"slot": s.idx, "reason": r.err.Error()}})
+		h.bus.Publish(observer.Scope{}, observer.AgentExited{Slot: s.idx, Reason: r.err.Error()})
 		h.pool.scheduleRespawn(s)
 		return
 	}
 	h.pool.adopt(ctx, s, r.proc, r.init)
 	h.log.Info("agent ready", "slot", s.idx, "pid", r.proc.Pid(), "agent", s.ident.Name, "version", s.ident.Version,
 		"route", DecideRoute(s.ident), "loadSession", s.ident.LoadSession, "resume", s.ident.Resume)
-	h.bus.Publish(observer.Event{Type: "agent_spawned", Data: map[string]any{
-		"slot": s.idx, "pid": r.proc.Pid(), "agentName": s.ident.Name, "agentVersion": s.ident.Version, "route": DecideRoute(s.ident)}})
+	h.bus.Publish(observer.Scope{}, observer.AgentSpawned{
+		Slot: s.idx, PID: r.proc.Pid(), AgentName: s.ident.Name, AgentVersion: s.ident.Version, Route: string(DecideRoute(s.ident))})
 	h.pool.recordAgents()
 }
 
@@ -339,7 +339,7 @@ func (h *Harness) handleExit(s *slot) {
 // crashed forgets a slot's process and sessions and schedules a respawn.
 func (h *Harness) crashed(s *slot) {
 	h.pool.forget(s)
-	h.bus.Publish(observer.Event{Type: "agent_exited", Data: map[string]any{"slot": s.idx}})
+	h.bus.Publish(observer.Scope{}, observer.AgentExited{Slot: s.idx})
 	h.pool.scheduleRespawn(s)
 }
 

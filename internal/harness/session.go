@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/buzz-harness/buzz/internal/acp"
+	"github.com/buzz-harness/buzz/internal/observer"
 	"github.com/buzz-harness/buzz/internal/prompt"
 	"github.com/buzz-harness/buzz/internal/sessionstore"
 )
@@ -47,7 +48,7 @@ var errResumeRefused = errors.New("session resume refused")
 
 // sessionFeed is where session opening reports what it did.
 type sessionFeed interface {
-	emitSession(in turnInput, sess *chanSession, typ string, data map[string]any)
+	emitSession(in turnInput, sess *chanSession, p observer.Payload)
 	emitSystemPrompt(in turnInput, sess *chanSession, standing prompt.Standing, blocks []string)
 }
 
@@ -151,7 +152,7 @@ func (o *sessionOpener) resume(ctx context.Context, in turnInput, spec sessionSp
 	case err == nil:
 		_ = o.store.Touch(ch.ID, o.now())
 		sess := &chanSession{ID: id, Route: spec.route, Delivered: map[string]bool{}, Resumed: true, opening: &standing}
-		o.feed.emitSession(in, sess, "session_resumed", map[string]any{"sessionId": id, "method": method})
+		o.feed.emitSession(in, sess, observer.SessionResumed{SessionID: id, Method: method})
 		if spec.route.SystemRole() && spec.route != RouteGoose && spec.system != "" {
 			o.feed.emitSystemPrompt(in, sess, standing, nil)
 		}
@@ -159,17 +160,17 @@ func (o *sessionOpener) resume(ctx context.Context, in turnInput, spec sessionSp
 	case errors.As(err, &rpc):
 		o.log.Info("resume refused; starting a new session", "channel", ch.ID, "session", id, "err", err)
 		_ = o.store.Remove(ch.ID)
-		o.feed.emitSession(in, nil, "session_resume_failed", map[string]any{"sessionId": id, "reason": err.Error()})
+		o.feed.emitSession(in, nil, observer.SessionResumeFailed{SessionID: id, Reason: err.Error()})
 		return nil, errResumeRefused
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
 	case !in.retried:
-		o.feed.emitSession(in, nil, "session_resume_failed", map[string]any{"sessionId": id, "reason": err.Error(), "retry": true})
+		o.feed.emitSession(in, nil, observer.SessionResumeFailed{SessionID: id, Reason: err.Error(), Retry: true})
 		return nil, fmt.Errorf("%w: %w", errResumeLost, err)
 	default:
 		o.log.Warn("resume failed twice; starting a new session", "channel", ch.ID, "err", err)
 		_ = o.store.Remove(ch.ID)
-		o.feed.emitSession(in, nil, "session_resume_failed", map[string]any{"sessionId": id, "reason": err.Error()})
+		o.feed.emitSession(in, nil, observer.SessionResumeFailed{SessionID: id, Reason: err.Error()})
 		return nil, err // the agent is gone; the loop respawns and the retry opens a new session
 	}
 }
@@ -196,7 +197,7 @@ func (o *sessionOpener) create(ctx context.Context, in turnInput, spec sessionSp
 	}); err != nil {
 		o.log.Warn("session store", "err", err)
 	}
-	o.feed.emitSession(in, sess, "session_resolved", map[string]any{"sessionId": id, "isNewSession": true})
+	o.feed.emitSession(in, sess, observer.SessionResolved{SessionID: id, IsNewSession: true})
 	if sess.Route.SystemRole() && spec.system != "" {
 		o.feed.emitSystemPrompt(in, sess, standing, nil)
 	}

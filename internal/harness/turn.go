@@ -8,6 +8,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/buzz-harness/buzz/internal/acp"
+	"github.com/buzz-harness/buzz/internal/observer"
 	"github.com/buzz-harness/buzz/internal/prompt"
 )
 
@@ -104,7 +105,7 @@ func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 	if err := h.jrnl.InFlight(start, in.batch.IDs()...); err != nil {
 		h.log.Warn("journal", "err", err)
 	}
-	h.emit(in, "turn_started", map[string]any{"events": in.batch.IDs(), "attempt": in.batch.Attempt})
+	h.emit(in, observer.TurnStarted{Events: in.batch.IDs(), Attempt: in.batch.Attempt})
 	sess := in.session
 	if sess == nil {
 		var err error
@@ -124,14 +125,14 @@ func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 	if rendered.Stats.StandingIncluded {
 		h.emitSystemPrompt(in, sess, prompt.Standing{}, rendered.Blocks)
 	}
-	h.emit(in, "prompt_context_delivery", map[string]any{
-		"route":                   sess.Route,
-		"promptBytes":             rendered.Stats.PromptBytes,
-		"standingContextIncluded": rendered.Stats.StandingIncluded,
-		"eventDeltaCount":         rendered.Stats.EventDeltaCount,
-		"contextComplete":         rendered.ContextComplete,
+	h.emit(in, observer.PromptContextDelivery{
+		Route:                   string(sess.Route),
+		PromptBytes:             rendered.Stats.PromptBytes,
+		StandingContextIncluded: rendered.Stats.StandingIncluded,
+		EventDeltaCount:         rendered.Stats.EventDeltaCount,
+		ContextIncomplete:       rendered.ContextIncomplete,
 	})
-	h.emit(in, "prompt", map[string]any{"sessionId": sess.ID, "blocks": rendered.Blocks})
+	h.emit(in, observer.Prompt{SessionID: sess.ID, Blocks: rendered.Blocks})
 
 	res, err := in.proc.Prompt(ctx, sess.ID, blocks, h.cfg.promptOptions())
 	dur := h.now().Sub(start)
@@ -143,13 +144,13 @@ func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 	}
 	if err != nil {
 		r.err = err
-		h.emit(in, "turn_ended", map[string]any{"error": err.Error(), "durationMs": dur.Milliseconds()})
+		h.emit(in, observer.TurnEnded{Error: err.Error(), DurationMs: dur.Milliseconds()})
 		return r
 	}
 	r.stop = res.StopReason
 	r.delivered = rendered.DeliveredIDs
 	r.standing = rendered.Stats.StandingIncluded
-	h.emit(in, "turn_ended", map[string]any{"stopReason": res.StopReason, "durationMs": dur.Milliseconds(), "usage": res.Usage})
+	h.emit(in, observer.TurnEnded{StopReason: res.StopReason, DurationMs: dur.Milliseconds(), Usage: res.Usage})
 	return r
 }
 
@@ -343,6 +344,6 @@ func (h *Harness) deadLetter(ctx context.Context, in turnInput, err error) {
 		Tags:      append(nostr.Tags{{"h", in.channel.ID}}, threadTags(last)...),
 		CreatedAt: nostr.Now(),
 	}
-	h.emit(in, "dead_letter", map[string]any{"events": in.batch.IDs(), "reason": reason})
+	h.emit(in, observer.DeadLetter{Events: in.batch.IDs(), Reason: reason})
 	h.publishLater(ctx, notice)
 }

@@ -6,91 +6,173 @@ package observer
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"time"
 )
 
-// Event types the harness publishes. The Data shape of each is given beside it.
+// Type names an activity event. The console's app.js handles every one of these names and no
+// other (TestAppHandlesExactlyTheObserverTypes in internal/console keeps the two in step).
+type Type string
+
+// Event types. Each is published only with its payload struct below: Publish takes the payload
+// and asks it for its type, so no event can carry a payload of another type.
 const (
-	TypeACPLine               = "acp_line"                // ACPLine
-	TypeSessionResolved       = "session_resolved"        // SessionResolved
-	TypeSessionResumed        = "session_resumed"         // nil
-	TypeSessionResumeFailed   = "session_resume_failed"   // SessionResumeFailed
-	TypeSystemPrompt          = "system_prompt"           // SystemPrompt
-	TypePromptContextDelivery = "prompt_context_delivery" // PromptContextDelivery
-	TypePrompt                = "prompt"                  // Prompt
-	TypeAgentMessage          = "agent_message"           // AgentMessage
-	TypeToolCall              = "tool_call"               // the ACP tool_call / tool_call_update payload
-	TypeTurnStarted           = "turn_started"            // nil
-	TypeTurnEnded             = "turn_ended"              // TurnEnded
-	TypeAgentSpawned          = "agent_spawned"           // AgentSpawned
-	TypeAgentExited           = "agent_exited"            // AgentExited
-	TypeLog                   = "log"                     // Log
+	TypeACPLine               Type = "acp_line"                // ACPLine
+	TypeEventReceived         Type = "event_received"          // EventReceived
+	TypeAgentSpawned          Type = "agent_spawned"           // AgentSpawned
+	TypeAgentExited           Type = "agent_exited"            // AgentExited
+	TypeTurnStarted           Type = "turn_started"            // TurnStarted
+	TypeSessionResolved       Type = "session_resolved"        // SessionResolved
+	TypeSessionResumed        Type = "session_resumed"         // SessionResumed
+	TypeSessionResumeFailed   Type = "session_resume_failed"   // SessionResumeFailed
+	TypeSystemPrompt          Type = "system_prompt"           // SystemPrompt
+	TypePromptContextDelivery Type = "prompt_context_delivery" // PromptContextDelivery
+	TypePrompt                Type = "prompt"                  // Prompt
+	TypeAgentUpdate           Type = "agent_update"            // AgentUpdate (live)
+	TypeHistory               Type = "history"                 // AgentUpdate with Replay set
+	TypeTurnEnded             Type = "turn_ended"              // TurnEnded
+	TypeDeadLetter            Type = "dead_letter"             // DeadLetter
 	// TypeGap is sent only to a subscriber that fell behind, in place of the events it missed.
-	TypeGap = "gap" // Gap
+	TypeGap Type = "gap" // Gap
 )
 
-// Event is one entry of the feed.
-type Event struct {
-	Seq       uint64    `json:"seq"`
-	Time      time.Time `json:"time"`
-	Type      string    `json:"type"`
-	ChannelID string    `json:"channelId,omitempty"`
-	SessionID string    `json:"sessionId,omitempty"`
-	TurnID    string    `json:"turnId,omitempty"`
-	Data      any       `json:"data,omitempty"`
+// Payload is the data of one event type.
+type Payload interface{ Type() Type }
+
+// Scope places an event: the channel, session and turn it belongs to. The zero Scope is
+// harness-wide (agent processes, raw ACP lines).
+type Scope struct {
+	ChannelID string `json:"channelId,omitempty"`
+	SessionID string `json:"sessionId,omitempty"`
+	TurnID    string `json:"turnId,omitempty"`
 }
 
-// Data payloads for the event types above.
+// Event is one entry of the feed. Readers of its JSON form decode Data by Type with their own
+// structs (an interface field cannot be decoded into).
+type Event struct {
+	Seq  uint64    `json:"seq"`
+	Time time.Time `json:"time"`
+	Type Type      `json:"type"`
+	Scope
+	Data Payload `json:"data,omitempty"`
+}
+
+// Payloads, one per event type, with exactly the fields the harness fills.
 type (
+	// ACPLine is one raw JSON-RPC line, secrets redacted and long lines clipped.
 	ACPLine struct {
-		Dir  string `json:"dir"` // "in" (agent → harness) or "out" (harness → agent)
-		Line string `json:"line"`
+		Dir   string `json:"dir"`   // "send" (harness → agent) or "recv" (agent → harness)
+		Bytes int    `json:"bytes"` // length of the original line
+		Line  string `json:"line"`
+	}
+	// EventReceived: a channel event came off the relay socket (for latency figures).
+	EventReceived struct {
+		EventID    string    `json:"eventId"`
+		ReceivedAt time.Time `json:"receivedAt"`
+	}
+	AgentSpawned struct {
+		Slot         int    `json:"slot"`
+		PID          int    `json:"pid"`
+		AgentName    string `json:"agentName"`
+		AgentVersion string `json:"agentVersion"`
+		Route        string `json:"route"`
+	}
+	AgentExited struct {
+		Slot   int    `json:"slot"`
+		Reason string `json:"reason,omitempty"` // set when the agent failed to start
+	}
+	TurnStarted struct {
+		Events  []string `json:"events"`
+		Attempt int      `json:"attempt"`
 	}
 	SessionResolved struct {
 		SessionID    string `json:"sessionId"`
 		IsNewSession bool   `json:"isNewSession"`
 	}
+	SessionResumed struct {
+		SessionID string `json:"sessionId"`
+		Method    string `json:"method"` // the ACP method: "session/resume" or "session/load"
+	}
 	SessionResumeFailed struct {
-		Reason string `json:"reason"`
+		SessionID string `json:"sessionId"`
+		Reason    string `json:"reason"`
+		Retry     bool   `json:"retry,omitempty"` // the agent is respawned and resume tried once more
 	}
 	SystemPrompt struct {
-		Route    string   `json:"route"`
-		Text     string   `json:"text"`
-		Sections []string `json:"sections"`
+		Route    string          `json:"route"`
+		Text     string          `json:"text"`
+		Sections []PromptSection `json:"sections"`
 	}
+	// PromptContextDelivery describes the prompt about to be sent.
 	PromptContextDelivery struct {
 		Route                   string `json:"route"`
 		PromptBytes             int    `json:"promptBytes"`
 		StandingContextIncluded bool   `json:"standingContextIncluded"`
 		EventDeltaCount         int    `json:"eventDeltaCount"`
+		// ContextIncomplete says why the agent may lack conversation context it would need
+		// (truncated thread, missing root, fetch failed); "" when nothing is missing.
+		ContextIncomplete string `json:"contextIncomplete,omitempty"`
 	}
 	Prompt struct {
-		Blocks any `json:"blocks"`
+		SessionID string   `json:"sessionId"`
+		Blocks    []string `json:"blocks"`
+		Heartbeat bool     `json:"heartbeat,omitempty"`
 	}
-	AgentMessage struct {
-		Text string `json:"text"`
+	// AgentUpdate is one session/update notification; Replay marks history an agent replays
+	// on session/load, which is published as TypeHistory.
+	AgentUpdate struct {
+		Kind       string `json:"kind"`
+		Replay     bool   `json:"replay"`
+		Text       string `json:"text,omitempty"`
+		ToolCallID string `json:"toolCallId,omitempty"`
+		Title      string `json:"title,omitempty"`
+		Status     string `json:"status,omitempty"`
 	}
+	// TurnEnded carries StopReason and Usage when the prompt returned, Error when it failed.
 	TurnEnded struct {
-		StopReason string `json:"stopReason"`
-		DurationMs int64  `json:"durationMs"`
-		Usage      any    `json:"usage,omitempty"`
+		StopReason string          `json:"stopReason,omitempty"`
+		Error      string          `json:"error,omitempty"`
+		DurationMs int64           `json:"durationMs"`
+		Usage      json.RawMessage `json:"usage,omitempty"`
 	}
-	AgentSpawned struct {
-		PID int `json:"pid"`
-	}
-	AgentExited struct {
-		Reason string `json:"reason"`
-	}
-	Log struct {
-		Level   string `json:"level"`
-		Message string `json:"message"`
+	DeadLetter struct {
+		Events []string `json:"events"`
+		Reason string   `json:"reason"`
 	}
 	Gap struct {
 		Missed  uint64 `json:"missed"`  // events this subscriber did not receive
 		LastSeq uint64 `json:"lastSeq"` // Seq of the newest missed event
 	}
 )
+
+// PromptSection is one labelled standing-context section of a SystemPrompt.
+type PromptSection struct {
+	Label string `json:"label"`
+	Body  string `json:"body"`
+}
+
+func (ACPLine) Type() Type               { return TypeACPLine }
+func (EventReceived) Type() Type         { return TypeEventReceived }
+func (AgentSpawned) Type() Type          { return TypeAgentSpawned }
+func (AgentExited) Type() Type           { return TypeAgentExited }
+func (TurnStarted) Type() Type           { return TypeTurnStarted }
+func (SessionResolved) Type() Type       { return TypeSessionResolved }
+func (SessionResumed) Type() Type        { return TypeSessionResumed }
+func (SessionResumeFailed) Type() Type   { return TypeSessionResumeFailed }
+func (SystemPrompt) Type() Type          { return TypeSystemPrompt }
+func (PromptContextDelivery) Type() Type { return TypePromptContextDelivery }
+func (Prompt) Type() Type                { return TypePrompt }
+func (TurnEnded) Type() Type             { return TypeTurnEnded }
+func (DeadLetter) Type() Type            { return TypeDeadLetter }
+func (Gap) Type() Type                   { return TypeGap }
+
+func (u AgentUpdate) Type() Type {
+	if u.Replay {
+		return TypeHistory
+	}
+	return TypeAgentUpdate
+}
 
 // DefaultBuffer is the subscription buffer used when Subscribe is given buf ≤ 0.
 const DefaultBuffer = 256
@@ -117,19 +199,16 @@ func NewBus(history int) *Bus {
 	return &Bus{history: make([]Event, 0, max(history, 0)), subs: map[*subscriber]struct{}{}, now: time.Now}
 }
 
-// Publish stamps e with the next Seq and the current Time (a Time already set is kept) and hands
-// it to every subscriber that has room. It never blocks on a subscriber.
-func (b *Bus) Publish(e Event) {
+// Publish records p as the next event of scope, stamped with the next Seq and the current time,
+// and hands it to every subscriber that has room. It never blocks on a subscriber.
+func (b *Bus) Publish(scope Scope, p Payload) {
 	if b == nil { // a nil bus is "no observer"; callers need not check
 		return
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.seq++
-	e.Seq = b.seq
-	if e.Time.IsZero() {
-		e.Time = b.now()
-	}
+	e := Event{Seq: b.seq, Time: b.now(), Type: p.Type(), Scope: scope, Data: p}
 	if c := cap(b.history); c > 0 {
 		if len(b.history) < c {
 			b.history = append(b.history, e)

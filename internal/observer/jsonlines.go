@@ -13,8 +13,11 @@ import (
 func MarshalLine(e Event) []byte {
 	b, err := json.Marshal(e)
 	if err != nil {
-		e.Data = map[string]string{"encodeError": err.Error()}
-		b, _ = json.Marshal(e)
+		// The outer Data field hides the embedded event's (encoding/json picks the shallower).
+		b, _ = json.Marshal(struct {
+			Event
+			Data map[string]string `json:"data"`
+		}{e, map[string]string{"encodeError": err.Error()}})
 	}
 	return append([]byte(Redact(string(b))), '\n')
 }

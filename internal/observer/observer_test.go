@@ -41,14 +41,14 @@ func TestPublishStampsIncreasingSeqAndClockTime(t *testing.T) {
 	b := NewBus(10)
 	t0 := time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
 	b.now = func() time.Time { return t0 }
-	b.Publish(Event{Type: TypeLog, Seq: 99})
-	fixed := t0.Add(-time.Hour)
-	b.Publish(Event{Type: TypeLog, Time: fixed})
+	b.Publish(Scope{}, AgentExited{})
+	b.now = func() time.Time { return t0.Add(time.Second) }
+	b.Publish(Scope{}, AgentExited{})
 	h := b.History()
 	if h[0].Seq != 1 || h[1].Seq != 2 {
-		t.Fatalf("seqs = %v, want [1 2] (caller's Seq ignored)", seqs(h))
+		t.Fatalf("seqs = %v, want [1 2]", seqs(h))
 	}
-	if !h[0].Time.Equal(t0) || !h[1].Time.Equal(fixed) {
+	if !h[0].Time.Equal(t0) || !h[1].Time.Equal(t0.Add(time.Second)) {
 		t.Fatalf("times = %v, %v", h[0].Time, h[1].Time)
 	}
 }
@@ -60,7 +60,7 @@ func TestSubscriberReceivesEventsInPublishOrder(t *testing.T) {
 		t.Fatal("history from a history-less bus")
 	}
 	for i := range 50 {
-		b.Publish(Event{Type: TypeAgentMessage, Data: AgentMessage{Text: string(rune('a' + i%26))}})
+		b.Publish(Scope{}, AgentUpdate{Kind: "agent_message_chunk", Text: string(rune('a' + i%26))})
 	}
 	got := collect(t, ch, 50)
 	for i, e := range got {
@@ -73,10 +73,10 @@ func TestSubscriberReceivesEventsInPublishOrder(t *testing.T) {
 func TestLateSubscriberGetsHistoryThenLiveWithNoOverlapOrHole(t *testing.T) {
 	b := NewBus(100)
 	for range 5 {
-		b.Publish(Event{Type: TypeLog})
+		b.Publish(Scope{}, AgentExited{})
 	}
 	ch, hist := b.Subscribe(t.Context(), 10)
-	b.Publish(Event{Type: TypeLog})
+	b.Publish(Scope{}, AgentExited{})
 	live := collect(t, ch, 1)
 	if len(hist) != 5 || hist[4].Seq != 5 || live[0].Seq != 6 {
 		t.Fatalf("history %v live %v", seqs(hist), seqs(live))
@@ -86,7 +86,7 @@ func TestLateSubscriberGetsHistoryThenLiveWithNoOverlapOrHole(t *testing.T) {
 func TestHistoryKeepsOnlyTheLastN(t *testing.T) {
 	b := NewBus(3)
 	for range 7 {
-		b.Publish(Event{Type: TypeLog})
+		b.Publish(Scope{}, AgentExited{})
 	}
 	if got := seqs(b.History()); len(got) != 3 || got[0] != 5 || got[2] != 7 {
 		t.Fatalf("history = %v, want [5 6 7]", got)
@@ -101,7 +101,7 @@ func TestSlowSubscriberDoesNotBlockPublisherAndGetsGapMarker(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		for range 1000 {
-			b.Publish(Event{Type: TypeACPLine})
+			b.Publish(Scope{}, ACPLine{})
 		}
 		close(done)
 	}()
@@ -118,7 +118,7 @@ func TestSlowSubscriberDoesNotBlockPublisherAndGetsGapMarker(t *testing.T) {
 	if first[0].Seq != 1 || first[1].Seq != 2 {
 		t.Fatalf("slow subscriber first events %v", seqs(first))
 	}
-	b.Publish(Event{Type: TypeACPLine}) // now there is room: the gap marker, then this event
+	b.Publish(Scope{}, ACPLine{}) // now there is room: the gap marker, then this event
 	next := collect(t, slow, 2)
 	gap, ok := next[0].Data.(Gap)
 	if next[0].Type != TypeGap || !ok || gap.Missed != 998 || gap.LastSeq != 1000 {
@@ -133,7 +133,7 @@ func TestSubscriptionEndsWithItsContext(t *testing.T) {
 	b := NewBus(0)
 	ctx, cancel := context.WithCancel(t.Context())
 	ch, _ := b.Subscribe(ctx, 4)
-	b.Publish(Event{Type: TypeLog})
+	b.Publish(Scope{}, AgentExited{})
 	cancel()
 	// The buffered event is still readable, then the channel is closed.
 	e, ok := <-ch
@@ -146,25 +146,25 @@ func TestSubscriptionEndsWithItsContext(t *testing.T) {
 	if b.Subscribers() != 0 {
 		t.Fatalf("Subscribers = %d after cancel", b.Subscribers())
 	}
-	b.Publish(Event{Type: TypeLog}) // must not panic on the closed channel
+	b.Publish(Scope{}, AgentExited{}) // must not panic on the closed channel
 }
 
 func TestNilBusIgnoresPublish(t *testing.T) {
 	var b *Bus
-	b.Publish(Event{Type: TypeLog})
+	b.Publish(Scope{}, AgentExited{})
 }
 
 func TestWriteJSONLinesWritesHistoryThenLiveEventsRedacted(t *testing.T) {
 	b := NewBus(100)
-	b.Publish(Event{Type: TypeAgentSpawned, Data: AgentSpawned{PID: 42}})
-	b.Publish(Event{Type: TypeACPLine, ChannelID: "c1", Data: ACPLine{Dir: "out",
-		Line: `{"method":"session/new","params":{"env":[{"name":"BUZZ_PRIVATE_KEY","value":"` + strings.Repeat("ab", 32) + `"}]}}`}})
+	b.Publish(Scope{}, AgentSpawned{PID: 42})
+	b.Publish(Scope{ChannelID: "c1"}, ACPLine{Dir: "send",
+		Line: `{"method":"session/new","params":{"env":[{"name":"BUZZ_PRIVATE_KEY","value":"` + strings.Repeat("ab", 32) + `"}]}}`})
 
 	var buf bytes.Buffer
 	ctx, cancel := context.WithCancel(t.Context())
 	errc := make(chan error, 1)
 	go func() { errc <- WriteJSONLines(ctx, b, &buf) }()
-	b.Publish(Event{Type: TypeTurnEnded, TurnID: "t1", Data: TurnEnded{StopReason: "end_turn", DurationMs: 12}})
+	b.Publish(Scope{TurnID: "t1"}, TurnEnded{StopReason: "end_turn", DurationMs: 12})
 	cancel()
 	if err := <-errc; err != nil {
 		t.Fatal(err)
@@ -182,7 +182,7 @@ func TestWriteJSONLinesWritesHistoryThenLiveEventsRedacted(t *testing.T) {
 		}
 		evs = append(evs, m)
 	}
-	if evs[0]["type"] != TypeAgentSpawned || evs[2]["type"] != TypeTurnEnded || evs[2]["turnId"] != "t1" {
+	if evs[0]["type"] != string(TypeAgentSpawned) || evs[2]["type"] != string(TypeTurnEnded) || evs[2]["turnId"] != "t1" {
 		t.Fatalf("unexpected lines:\n%s", buf.String())
 	}
 	if evs[2]["data"].(map[string]any)["stopReason"] != "end_turn" {
@@ -202,7 +202,7 @@ func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk ful
 
 func TestWriteJSONLinesStopsAndUnsubscribesOnWriteError(t *testing.T) {
 	b := NewBus(10)
-	b.Publish(Event{Type: TypeLog})
+	b.Publish(Scope{}, AgentExited{})
 	err := WriteJSONLines(t.Context(), b, failingWriter{})
 	if err == nil || !strings.Contains(err.Error(), "disk full") {
 		t.Fatalf("err = %v", err)
@@ -217,12 +217,12 @@ func TestWriteJSONLinesStopsAndUnsubscribesOnWriteError(t *testing.T) {
 }
 
 func TestMarshalLineKeepsEventWhenDataCannotBeEncoded(t *testing.T) {
-	line := MarshalLine(Event{Seq: 3, Type: TypeToolCall, Data: make(chan int)})
+	line := MarshalLine(Event{Seq: 3, Type: TypeTurnEnded, Data: TurnEnded{Usage: json.RawMessage("{not json")}})
 	var m map[string]any
 	if err := json.Unmarshal(line, &m); err != nil {
 		t.Fatalf("%v: %s", err, line)
 	}
-	if m["seq"] != float64(3) || m["data"].(map[string]any)["encodeError"] == nil {
+	if m["seq"] != float64(3) || m["type"] != "turn_ended" || m["data"].(map[string]any)["encodeError"] == nil {
 		t.Fatalf("line = %s", line)
 	}
 }
@@ -236,7 +236,7 @@ func TestConcurrentPublishersKeepSeqUniqueAndOrdered(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 1000 {
-				b.Publish(Event{Type: TypeLog})
+				b.Publish(Scope{}, AgentExited{})
 			}
 		}()
 	}
@@ -262,9 +262,9 @@ func benchPublish(b *testing.B, subs int) {
 			}
 		}()
 	}
-	e := Event{Type: TypeACPLine, ChannelID: "c", Data: ACPLine{Dir: "in", Line: `{"jsonrpc":"2.0"}`}}
+	line := ACPLine{Dir: "recv", Line: `{"jsonrpc":"2.0"}`}
 	for b.Loop() {
-		bus.Publish(e)
+		bus.Publish(Scope{ChannelID: "c"}, line)
 	}
 	b.StopTimer()
 	cancel()
@@ -275,9 +275,29 @@ func BenchmarkPublishNoSubscribers(b *testing.B)    { benchPublish(b, 0) }
 func BenchmarkPublishThreeSubscribers(b *testing.B) { benchPublish(b, 3) }
 
 func BenchmarkMarshalLine(b *testing.B) {
-	e := Event{Seq: 1, Time: time.Now(), Type: TypeACPLine, Data: ACPLine{Dir: "in",
+	e := Event{Seq: 1, Time: time.Now(), Type: TypeACPLine, Data: ACPLine{Dir: "recv",
 		Line: `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hello there"}}}}`}}
 	for b.Loop() {
 		_ = MarshalLine(e)
+	}
+}
+
+func TestEventTypeAndScopeComeFromWhatIsPublished(t *testing.T) {
+	b := NewBus(10)
+	sc := Scope{ChannelID: "c", SessionID: "s", TurnID: "t"}
+	b.Publish(sc, AgentUpdate{Kind: "agent_message_chunk", Text: "hi"})
+	b.Publish(Scope{SessionID: "s"}, AgentUpdate{Kind: "user_message_chunk", Replay: true})
+	h := b.History()
+	if h[0].Type != TypeAgentUpdate || h[0].Scope != sc {
+		t.Errorf("live update published as %q in %+v", h[0].Type, h[0].Scope)
+	}
+	if h[1].Type != TypeHistory {
+		t.Errorf("replayed update published as %q, want %q", h[1].Type, TypeHistory)
+	}
+	line := string(MarshalLine(h[0]))
+	for _, want := range []string{`"type":"agent_update"`, `"channelId":"c"`, `"sessionId":"s"`, `"turnId":"t"`, `"data":{"kind":"agent_message_chunk","replay":false,"text":"hi"}`} {
+		if !strings.Contains(line, want) {
+			t.Errorf("line lacks %s: %s", want, line)
+		}
 	}
 }

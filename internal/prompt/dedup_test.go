@@ -127,6 +127,48 @@ func TestRetrievalHintDroppedOnlyWhenContextComplete(t *testing.T) {
 	}
 }
 
+func TestContextIncompleteSaysWhyOnlyWhenSomethingIsMissing(t *testing.T) {
+	cases := []struct {
+		name   string
+		mutate func(*Input)
+		want   string
+	}{
+		{"complete thread", func(*Input) {}, ""},
+		{"top-level channel message needs no context", func(in *Input) {
+			in.Events, in.Context = []nostr.Event{msg(4, alice, "@Builder Bot hi", mention(agent))}, nil
+		}, ""},
+		{"earlier context already delivered", func(in *Input) { in.Delivered[tBob.ID] = true }, ""},
+		{"thread not fetched", func(in *Input) { in.Context = nil }, "thread context was not fetched"},
+		{"truncated thread", func(in *Input) {
+			w := BuildThreadContext(idN(1), []nostr.Event{tRoot, tBob, tAgent, tTrigger}, nil, 2, 40)
+			in.Context = &w
+		}, "thread truncated to 3 of 41 messages"},
+		{"truncated DM conversation", func(in *Input) {
+			in.Channel.Type = "dm"
+			d := msg(40, alice, "hi")
+			w := BuildConversationContext([]nostr.Event{msg(39, bob, "earlier"), d}, 2)
+			in.Events, in.Context = []nostr.Event{d}, &w
+		}, "conversation truncated to its newest 2 messages"},
+		{"root missing", func(in *Input) { in.Context = window(tBob, tAgent, tTrigger) }, "root message was not found"},
+		{"batch event from another thread", func(in *Input) {
+			in.Events = []nostr.Event{msg(0, bob, "@Builder Bot elsewhere", mention(agent)), tTrigger}
+		}, "outside the fetched thread"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := completeInput()
+			c.mutate(&in)
+			res := Build(in)
+			if got := res.ContextIncomplete; (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+				t.Errorf("ContextIncomplete = %q, want %q", got, c.want)
+			}
+			if res.ContextComplete && res.ContextIncomplete != "" {
+				t.Errorf("complete context with a reason %q", res.ContextIncomplete)
+			}
+		})
+	}
+}
+
 func TestCancelledEventInsideWindowKeepsContextComplete(t *testing.T) {
 	in := completeInput()
 	in.Events = []nostr.Event{tNested}

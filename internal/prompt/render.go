@@ -89,6 +89,11 @@ type Rendered struct {
 	DeliveredIDs []string
 	// ContextComplete: the context section covers everything, so the retrieval hint was dropped.
 	ContextComplete bool
+	// ContextIncomplete says why the agent may lack conversation context it needs (truncated
+	// window, missing thread root, failed fetch); "" when nothing is missing. A top-level
+	// channel message needs none, and context delivered earlier in the session is not missing,
+	// so this is not simply !ContextComplete.
+	ContextIncomplete string
 }
 
 // Render returns the ordered text blocks of a channel prompt.
@@ -141,6 +146,7 @@ func (r *renderer) build() Rendered {
 	if haveLast {
 		complete := ctxSection != "" && r.complete(last, hadDelivered)
 		r.out.ContextComplete = complete
+		r.out.ContextIncomplete = r.incomplete(last)
 		r.add(r.contextBlock(last, ctxSection != "", complete, hadDelivered))
 	}
 	if ctxSection != "" {
@@ -247,6 +253,38 @@ func (r *renderer) complete(last nostr.Event, hadDelivered bool) bool {
 		}
 	}
 	return true
+}
+
+// incomplete is Rendered.ContextIncomplete for the batch whose newest event is last.
+func (r *renderer) incomplete(last nostr.Event) string {
+	ref := protocol.ParseThread(last.Tags)
+	what := "thread"
+	switch {
+	case ref.Root != "":
+	case r.in.Channel.Type == protocol.TypeDM:
+		what = "conversation"
+	default:
+		return "" // a top-level channel message: no context window belongs to it
+	}
+	w := r.in.Context
+	switch {
+	case w == nil:
+		return what + " context was not fetched (fetch failed, or the context message limit is 0)"
+	case w.Truncated && w.Kind == ConversationWindowKind:
+		return fmt.Sprintf("conversation truncated to its newest %d messages", len(w.Messages))
+	case w.Truncated:
+		return fmt.Sprintf("thread truncated to %d of %d messages", len(w.Messages), w.Total)
+	case w.Kind == ThreadWindowKind && (!w.RootPresent || w.RootID != ref.Root):
+		return "the thread's root message was not found"
+	}
+	for _, list := range [][]nostr.Event{r.in.Events, r.in.Cancelled} {
+		for _, ev := range list {
+			if !w.Contains(ev.ID) {
+				return "an event of this batch is outside the fetched " + what
+			}
+		}
+	}
+	return ""
 }
 
 func (r *renderer) contextBlock(last nostr.Event, hasCtx, complete, hadDelivered bool) string {

@@ -37,6 +37,7 @@ const S = {
   current: "",           // selected channel id
   channels: new Map(),   // id → {id, name, members}
   messages: new Map(),   // channel id → Map(event id → message)
+  reactions: new Map(),  // target event id → Map(reaction id → reaction)
   loaded: new Set(),     // channels whose history is loaded
   owner: null,
   agent: null,
@@ -118,7 +119,10 @@ async function loadHistory(id) {
   try {
     const msgs = await api("/api/messages?channel=" + encodeURIComponent(id));
     const m = S.messages.get(id) || new Map();
-    for (const x of msgs) m.set(x.id, x);
+    for (const x of msgs) {
+      m.set(x.id, x);
+      for (const r of x.reactions || []) storeReaction(r);
+    }
     S.messages.set(id, m);
     S.loaded.add(id);
     if (id === S.current) renderMessages();
@@ -131,6 +135,33 @@ function addMessage(m) {
   if (!S.messages.has(m.channel)) S.messages.set(m.channel, new Map());
   S.messages.get(m.channel).set(m.id, m);
   if (m.channel === S.current) renderMessages();
+}
+
+// storeReaction remembers a reaction under its target; false if it was already known.
+function storeReaction(r) {
+  if (!S.reactions.has(r.target)) S.reactions.set(r.target, new Map());
+  const rs = S.reactions.get(r.target);
+  if (rs.has(r.id)) return false;
+  rs.set(r.id, r);
+  return true;
+}
+
+function addReaction(r) {
+  if (storeReaction(r) && r.channel === S.current) renderMessages();
+}
+
+// reactionsEl groups a message's reactions by emoji: "👍 2", naming who reacted on hover.
+function reactionsEl(id) {
+  const rs = S.reactions.get(id);
+  if (!rs || !rs.size) return null;
+  const groups = new Map(); // emoji → names
+  for (const r of rs.values()) {
+    const e = r.emoji === "+" || r.emoji === "" ? "👍" : r.emoji === "-" ? "👎" : r.emoji;
+    if (!groups.has(e)) groups.set(e, []);
+    if (!groups.get(e).includes(r.name)) groups.get(e).push(r.name);
+  }
+  return el("div", { class: "reactions" }, ...[...groups].map(([e, names]) =>
+    el("span", { class: "reaction", title: names.join(", "), "data-emoji": e, text: e + " " + names.length })));
 }
 
 // bodyNodes renders message text with @mentions of known names highlighted — as text nodes.
@@ -162,7 +193,8 @@ function messageEl(m) {
       m.isOwner ? el("span", { class: "tag", text: "you" }) : null,
       el("span", { class: "time", text: time }),
       el("button", { type: "button", class: "reply-btn", text: "Reply in thread", onclick: () => startReply(m) })),
-    el("div", { class: "body" }, ...bodyNodes(m.content)));
+    el("div", { class: "body" }, ...bodyNodes(m.content)),
+    reactionsEl(m.id));
 }
 
 function renderMessages() {
@@ -310,7 +342,7 @@ function contextCard(d) {
       pair("bytes", d.promptBytes),
       pair("standing included", d.standingContextIncluded ? "yes" : "no"),
       pair("event delta", d.eventDeltaCount),
-      d.contextComplete === false ? pair("context", "incomplete") : null));
+      d.contextIncomplete ? pair("context incomplete", d.contextIncomplete) : null));
 }
 
 function blockText(b) {
@@ -389,76 +421,77 @@ function agentProc(text) {
   while (box.childNodes.length > 6) box.firstChild.remove();
 }
 
+// Three ways an activity event finds its place: the agent-process strip, the turn of the
+// session it belongs to (session updates carry only a session id), or the turn it names.
+const procLine = (show) => (e) => show(e.data || {});
+const bySession = (show) => function route(e) {
+  const s = S.sessions.get(e.sessionId);
+  if (!s) { // the turn that opened this session has not been seen yet
+    if (!S.pending.has(e.sessionId)) S.pending.set(e.sessionId, []);
+    S.pending.get(e.sessionId).push(() => route(e));
+    return;
+  }
+  show(getTurn(s.channel, s.turn, e.time), e.data || {});
+};
+const byTurn = (show) => (e) => {
+  if (e.channelId && e.turnId) show(getTurn(e.channelId, e.turnId, e.time), e.data || {});
+};
+
+// ACTIVITY handles every activity type internal/observer declares, one key per line; null means
+// deliberately not shown. TestAppHandlesExactlyTheObserverTypes keeps the two lists equal.
+const ACTIVITY = {
+  acp_line: null,       // raw protocol lines: the activity log's job, never streamed to the page
+  event_received: null, // one per relay event: too fine-grained for this view
+  gap: procLine((d) => agentProc("missed " + d.missed + " activity events")),
+  agent_spawned: procLine((d) => agentProc("agent started" + (d.pid ? " (pid " + d.pid + ")" : ""))),
+  agent_exited: procLine((d) => agentProc("agent exited" + (d.reason ? ": " + d.reason : ""))),
+  agent_update: bySession(agentUpdate),
+  history: bySession(historyUpdate),
+  turn_started: byTurn((t, d) => {
+    if (d.attempt > 1) put(t, el("div", { class: "session-line", text: "retry attempt " + d.attempt }));
+  }),
+  session_resolved: byTurn((t, d) => {
+    put(t, el("div", { class: "session-line" }, d.isNewSession ? "New session " : "Session ", el("b", { text: short(d.sessionId) })));
+  }),
+  session_resumed: byTurn((t, d) => {
+    put(t, el("div", { class: "session-line" }, "Resumed session ", el("b", { text: short(d.sessionId) }),
+      d.method ? " via " + d.method : ""));
+  }),
+  session_resume_failed: byTurn((t, d) => {
+    put(t, el("div", { class: "session-line notice", text: "Could not resume session " + short(d.sessionId) + ": " + (d.reason || "") + (d.retry ? " (will retry)" : "") }));
+  }),
+  system_prompt: byTurn((t, d) => put(t, systemPromptCard(d))),
+  prompt_context_delivery: byTurn((t, d) => put(t, contextCard(d))),
+  prompt: byTurn((t, d) => put(t, promptCard(d))),
+  turn_ended: byTurn((t, d) => {
+    const failed = !!d.error;
+    const parts = [failed ? "Failed: " + d.error : "Stop reason: " + (d.stopReason || "?")];
+    if (d.durationMs !== undefined) parts.push((d.durationMs / 1000).toFixed(1) + " s");
+    const u = usageText(d.usage);
+    if (u) parts.push("usage: " + u);
+    put(t, el("div", { class: "card end" + (failed ? " failed" : ""), "data-stop": d.stopReason || "", text: parts.join(" · ") }));
+    t.status.textContent = failed ? "failed" : (d.stopReason || "done");
+    t.status.className = "turn-status " + (failed ? "failed" : "done");
+  }),
+  dead_letter: byTurn((t, d) => {
+    put(t, el("div", { class: "notice", text: "Gave up on this batch: " + (d.reason || "") }));
+    t.status.textContent = "dead letter";
+    t.status.className = "turn-status failed";
+  }),
+};
+
 function onActivity(e) {
   if (e.type !== "gap") {
     if (S.seenSeq.has(e.seq)) return;
     S.seenSeq.add(e.seq);
   }
-  const d = e.data || {};
   if (e.channelId && e.sessionId && e.turnId) {
     S.sessions.set(e.sessionId, { channel: e.channelId, turn: e.turnId });
     const queued = S.pending.get(e.sessionId);
-    if (queued) { S.pending.delete(e.sessionId); queued.forEach(onActivityRouted); }
+    if (queued) { S.pending.delete(e.sessionId); queued.forEach((retry) => retry()); }
   }
-  switch (e.type) {
-    case "agent_spawned": agentProc("agent started" + (d.pid ? " (pid " + d.pid + ")" : "")); return;
-    case "agent_exited": agentProc("agent exited" + (d.reason ? ": " + d.reason : "")); return;
-    case "gap": agentProc("missed " + d.missed + " activity events"); return;
-  }
-  onActivityRouted(e);
-}
-
-function onActivityRouted(e) {
-  const d = e.data || {};
-  if (e.type === "agent_update" || e.type === "history") {
-    const s = S.sessions.get(e.sessionId);
-    if (!s) {
-      if (!S.pending.has(e.sessionId)) S.pending.set(e.sessionId, []);
-      S.pending.get(e.sessionId).push(e);
-      return;
-    }
-    const t = getTurn(s.channel, s.turn, e.time);
-    if (e.type === "history" || d.replay) historyUpdate(t, d);
-    else agentUpdate(t, d);
-    return;
-  }
-  // Only turn-scoped events make cards; others (e.g. event_received) are too fine-grained here.
-  if (!e.channelId || !e.turnId) return;
-  const t = getTurn(e.channelId, e.turnId, e.time);
-  switch (e.type) {
-    case "turn_started":
-      if (d.attempt > 1) put(t, el("div", { class: "session-line", text: "retry attempt " + d.attempt }));
-      return;
-    case "session_resolved":
-      put(t, el("div", { class: "session-line" }, d.isNewSession ? "New session " : "Session ", el("b", { text: short(d.sessionId) })));
-      return;
-    case "session_resumed":
-      put(t, el("div", { class: "session-line" }, "Resumed session ", el("b", { text: short(d.sessionId) }),
-        d.method ? " via session/" + d.method : ""));
-      return;
-    case "session_resume_failed":
-      put(t, el("div", { class: "session-line notice", text: "Could not resume session " + short(d.sessionId) + ": " + (d.reason || "") + (d.retry ? " (will retry)" : "") }));
-      return;
-    case "system_prompt": put(t, systemPromptCard(d)); return;
-    case "prompt_context_delivery": put(t, contextCard(d)); return;
-    case "prompt": put(t, promptCard(d)); return;
-    case "turn_ended": {
-      const failed = !!d.error;
-      const parts = [failed ? "Failed: " + d.error : "Stop reason: " + (d.stopReason || "?")];
-      if (d.durationMs !== undefined) parts.push((d.durationMs / 1000).toFixed(1) + " s");
-      const u = usageText(d.usage);
-      if (u) parts.push("usage: " + u);
-      put(t, el("div", { class: "card end" + (failed ? " failed" : ""), "data-stop": d.stopReason || "", text: parts.join(" · ") }));
-      t.status.textContent = failed ? "failed" : (d.stopReason || "done");
-      t.status.className = "turn-status " + (failed ? "failed" : "done");
-      return;
-    }
-    case "dead_letter":
-      put(t, el("div", { class: "notice", text: "Gave up on this batch: " + (d.reason || "") }));
-      t.status.textContent = "dead letter";
-      t.status.className = "turn-status failed";
-      return;
-  }
+  const show = ACTIVITY[e.type];
+  if (show) show(e); // null: not shown here; undefined: a type newer than this page
 }
 
 // ---------- live stream ----------
@@ -471,6 +504,7 @@ function connect() {
     ensureChannel(msg.channel);
     addMessage(msg);
   });
+  es.addEventListener("reaction", (m) => addReaction(JSON.parse(m.data)));
   // ready comes after the activity history, and the stream is subscribed before we load
   // messages, so nothing published in between is missed.
   es.addEventListener("ready", () => {
