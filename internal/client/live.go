@@ -652,17 +652,21 @@ func (l *Live) handleClosed(ctx context.Context, msg relayMessage) error {
 	if !l.wanted(msg.subID) {
 		return nil // e.g. the relay acknowledging our CLOSE
 	}
-	if err := l.deliver(ctx, Incoming{SubID: msg.subID, Closed: msg.message}); err != nil {
-		return err
-	}
-	if strings.HasPrefix(msg.message, "restricted:") || strings.HasPrefix(msg.message, "invalid:") ||
-		strings.HasPrefix(msg.message, "blocked:") {
-		// Denied or malformed for this sub only (not a member, access revoked, a filter the relay
-		// refuses): asking again would fail the same way, so stop asking.
+	// Denied or malformed for this sub only (not a member, access revoked, a filter the relay
+	// refuses): asking again would fail the same way, so stop asking. Forgotten before the
+	// CLOSED is delivered, so whoever reads it already sees the subscription gone.
+	final := strings.HasPrefix(msg.message, "restricted:") || strings.HasPrefix(msg.message, "invalid:") ||
+		strings.HasPrefix(msg.message, "blocked:")
+	if final {
 		l.log.Warn("relay closed subscription for good", "sub", msg.subID, "reason", msg.message)
 		l.mu.Lock()
 		delete(l.subs, msg.subID)
 		l.mu.Unlock()
+	}
+	if err := l.deliver(ctx, Incoming{SubID: msg.subID, Closed: msg.message}); err != nil {
+		return err
+	}
+	if final {
 		return nil
 	}
 	return errReconnect{reason: fmt.Sprintf("subscription %s closed: %s", msg.subID, msg.message)}
