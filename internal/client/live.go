@@ -72,7 +72,9 @@ func (e *RejectedError) Error() string {
 
 // Live is a WebSocket session for long-running subscribers: NIP-42 auth, desired-state
 // subscriptions re-sent after every reconnect, reconnect with backoff, event-id dedup.
-// Subscribe/Unsubscribe/Publish may be called from any goroutine, before or during Run.
+// Subscribe/Unsubscribe/Publish may be called from any goroutine, before or during Run; they
+// queue frames for the connection's writer and never wait on the network (Publish waits only for
+// the relay's OK).
 type Live struct {
 	cfg     LiveConfig
 	wsURL   string
