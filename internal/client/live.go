@@ -27,6 +27,10 @@ const (
 	dedupGeneration         = 6000
 	eventBuffer             = 256
 	readLimit               = 32 << 20
+	// A connection whose writer falls this far behind (frames or bytes waiting) is treated as
+	// dead: it is dropped and the reconnect re-sends the desired state, so nothing is lost.
+	maxQueuedFrames = 4096
+	maxQueuedBytes  = 8 << 20
 )
 
 // ErrLiveStopped is returned by waits on a Live whose Run has returned.
@@ -68,7 +72,9 @@ func (e *RejectedError) Error() string {
 
 // Live is a WebSocket session for long-running subscribers: NIP-42 auth, desired-state
 // subscriptions re-sent after every reconnect, reconnect with backoff, event-id dedup.
-// Subscribe/Unsubscribe/Publish may be called from any goroutine, before or during Run.
+// Subscribe/Unsubscribe/Publish may be called from any goroutine, before or during Run; they
+// queue frames for the connection's writer and never wait on the network (Publish waits only for
+// the relay's OK).
 type Live struct {
 	cfg     LiveConfig
 	wsURL   string
@@ -80,11 +86,27 @@ type Live struct {
 
 	mu      sync.Mutex
 	subs    map[string]*liveSub
-	conn    *websocket.Conn // set while a session is authenticated and subscribed
-	ready   chan struct{}   // closed while conn is set; replaced by an open one when it is lost
+	out     *sendQueue    // the current connection's outbound queue; nil while disconnected
+	ready   chan struct{} // closed once the current connection's subscriptions are written
 	pending map[string]chan okResult
 
 	seen dedup // touched only by Run's goroutine
+
+	// dial opens the WebSocket; tests replace it to run over an in-memory pipe.
+	dial func(ctx context.Context, url string) (*websocket.Conn, error)
+	// maxFrames and maxBytes bound a connection's send queue (tests lower them).
+	maxFrames, maxBytes int
+}
+
+// sendQueue holds one connection's frames for its writer goroutine, so Subscribe, Unsubscribe
+// and Publish never wait on the network: a relay that stops reading stalls only the writer.
+// Frames are queued under Live.mu in call order, which keeps REQ/CLOSE order per id.
+type sendQueue struct {
+	frames [][]byte // guarded by Live.mu
+	bytes  int      // guarded by Live.mu
+	dead   bool     // guarded by Live.mu: overflowed or lost; later frames are dropped
+	wake   chan struct{}
+	kill   context.CancelCauseFunc // ends the connection's session
 }
 
 type liveSub struct {
@@ -117,6 +139,10 @@ func NewLive(cfg LiveConfig) *Live {
 		ready:   make(chan struct{}),
 		pending: map[string]chan okResult{},
 		seen:    newDedup(dedupGeneration),
+
+		dial:      dialWebSocket,
+		maxFrames: maxQueuedFrames,
+		maxBytes:  maxQueuedBytes,
 	}
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
@@ -157,9 +183,10 @@ func jitter20(d time.Duration, r float64) time.Duration {
 // when Run returns. A slow reader stalls the socket (and, past the pong deadline, reconnects).
 func (l *Live) Events() <-chan Incoming { return l.events }
 
-// Subscribe sets the desired subscription id to f and sends it now if connected; it is re-sent
-// on every reconnect. On a re-send, since becomes max(f.Since, newest delivered created_at − 5 s)
-// so nothing published while disconnected is missed.
+// Subscribe sets the desired subscription id to f and, if connected, queues its REQ; it is
+// re-sent on every reconnect. On a re-send, since becomes max(f.Since, newest delivered
+// created_at − 5 s) so nothing published while disconnected is missed. It never waits on the
+// network.
 func (l *Live) Subscribe(id string, f nostr.Filter) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -169,12 +196,12 @@ func (l *Live) Subscribe(id string, f nostr.Filter) {
 		l.subs[id] = s
 	}
 	s.filter = f
-	if l.conn != nil {
-		l.sendLocked(l.conn, reqMessage(id, s.reqFilter()))
+	if l.out != nil {
+		l.queueLocked(l.out, reqMessage(id, s.reqFilter()))
 	}
 }
 
-// Unsubscribe sends CLOSE for id (if connected) and forgets it.
+// Unsubscribe queues CLOSE for id (if connected) and forgets it. It never waits on the network.
 func (l *Live) Unsubscribe(id string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -182,8 +209,8 @@ func (l *Live) Unsubscribe(id string) {
 		return
 	}
 	delete(l.subs, id)
-	if l.conn != nil {
-		l.sendLocked(l.conn, []any{"CLOSE", id})
+	if l.out != nil {
+		l.queueLocked(l.out, []any{"CLOSE", id})
 	}
 }
 
@@ -232,7 +259,7 @@ func (l *Live) WaitConnected(ctx context.Context) error {
 	}
 }
 
-// Publish sends ev over the socket (for ephemeral kinds such as 20002 typing, which the HTTP
+// Publish queues ev for the socket (for ephemeral kinds such as 20002 typing, which the HTTP
 // bridge refuses) and waits for the relay's OK. Unsigned events are signed first.
 func (l *Live) Publish(ctx context.Context, ev *nostr.Event) error {
 	if err := SignIfUnsigned(ev, l.cfg.SecretKey, time.Now()); err != nil {
@@ -243,8 +270,7 @@ func (l *Live) Publish(ctx context.Context, ev *nostr.Event) error {
 	}
 	ch := make(chan okResult, 1)
 	l.mu.Lock()
-	conn := l.conn
-	if conn == nil {
+	if l.out == nil || !l.queueLocked(l.out, []any{"EVENT", ev}) {
 		l.mu.Unlock()
 		return errors.New("relay connection lost before publish")
 	}
@@ -257,9 +283,6 @@ func (l *Live) Publish(ctx context.Context, ev *nostr.Event) error {
 		}
 		l.mu.Unlock()
 	}()
-	if err := writeJSON(ctx, conn, []any{"EVENT", ev}); err != nil {
-		return fmt.Errorf("publish %s: %w", ev.ID, err)
-	}
 	select {
 	case r := <-ch:
 		if r.err != nil {
@@ -306,13 +329,18 @@ type errReconnect struct{ reason string }
 
 func (e errReconnect) Error() string { return e.reason }
 
+func dialWebSocket(ctx context.Context, url string) (*websocket.Conn, error) {
+	conn, _, err := websocket.Dial(ctx, url, nil)
+	return conn, err
+}
+
 // session runs one connection to its end. wasReady reports whether it got past auth.
 func (l *Live) session(ctx context.Context) (wasReady bool, err error) {
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 
 	dctx, dcancel := context.WithTimeout(sctx, dialTimeout)
-	conn, _, err := websocket.Dial(dctx, l.wsURL, nil)
+	conn, err := l.dial(dctx, l.wsURL)
 	dcancel()
 	if err != nil {
 		return false, fmt.Errorf("dial %s: %w", l.wsURL, err)
@@ -325,41 +353,136 @@ func (l *Live) session(ctx context.Context) (wasReady bool, err error) {
 		return false, err
 	}
 
+	// From here on only the writer writes (besides pings). The desired state goes first; changes
+	// made after this snapshot queue behind it.
+	q := &sendQueue{wake: make(chan struct{}, 1), kill: cancel}
 	l.mu.Lock()
+	initial := make([][]byte, 0, len(l.subs))
 	for id, s := range l.subs {
-		l.sendLocked(conn, reqMessage(id, s.reqFilter()))
+		if raw, err := json.Marshal(reqMessage(id, s.reqFilter())); err == nil {
+			initial = append(initial, raw)
+		}
 	}
-	l.conn = conn
-	close(l.ready)
+	l.out = q
+	ready := l.ready
 	l.mu.Unlock()
-	l.log.Info("relay session ready", "url", l.wsURL)
 
-	defer l.lost()
+	defer l.lost(q)
+	writerDone := make(chan struct{})
+	defer func() {
+		cancel(nil)
+		<-writerDone
+	}()
+	go func() {
+		defer close(writerDone)
+		l.writer(sctx, conn, q, initial, ready)
+	}()
 
 	go l.pinger(sctx, conn)
 
 	for _, raw := range backlog {
-		if err := l.handle(sctx, conn, raw); err != nil {
+		if err := l.handle(sctx, raw); err != nil {
 			return true, err
 		}
 	}
 	for {
 		_, raw, err := conn.Read(sctx)
 		if err != nil {
+			if cause := context.Cause(sctx); cause != nil && cause != context.Canceled && ctx.Err() == nil {
+				err = cause
+			}
 			return true, fmt.Errorf("read: %w", err)
 		}
-		if err := l.handle(sctx, conn, raw); err != nil {
+		if err := l.handle(sctx, raw); err != nil {
 			return true, err
 		}
 	}
 }
 
+// writer writes the connection's subscriptions, marks the session ready, then writes queued
+// frames in order until the session ends. A failed write ends the session: the reconnect
+// re-sends the desired state.
+func (l *Live) writer(ctx context.Context, conn *websocket.Conn, q *sendQueue, initial [][]byte, ready chan struct{}) {
+	write := func(raw []byte) bool {
+		wctx, cancel := context.WithTimeout(ctx, writeTimeout)
+		err := conn.Write(wctx, websocket.MessageText, raw)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				l.log.Warn("relay write failed; dropping connection", "err", err)
+			}
+			q.kill(fmt.Errorf("relay write failed: %w", err))
+			return false
+		}
+		return true
+	}
+	for _, raw := range initial {
+		if !write(raw) {
+			return
+		}
+	}
+	l.mu.Lock()
+	if l.out == q {
+		close(ready)
+	}
+	l.mu.Unlock()
+	l.log.Info("relay session ready", "url", l.wsURL)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-q.wake:
+		}
+		l.mu.Lock()
+		frames := q.frames
+		q.frames, q.bytes = nil, 0
+		l.mu.Unlock()
+		for _, raw := range frames {
+			if !write(raw) {
+				return
+			}
+		}
+	}
+}
+
+// queueLocked hands msg to q's writer; l.mu must be held. A queue that is full marks its
+// connection dead (the session ends and reconnects, re-sending the desired state) rather than
+// letting callers wait on a relay that does not read. It reports whether msg was queued.
+func (l *Live) queueLocked(q *sendQueue, msg []any) bool {
+	if q.dead {
+		return false
+	}
+	raw, err := json.Marshal(msg)
+	if err != nil {
+		l.log.Warn("cannot encode relay message", "type", msg[0], "err", err)
+		return false
+	}
+	if len(q.frames) >= l.maxFrames || q.bytes+len(raw) > l.maxBytes {
+		q.dead = true
+		l.log.Warn("relay is not reading; dropping connection", "queued_frames", len(q.frames), "queued_bytes", q.bytes)
+		q.kill(errors.New("send queue full: relay is not reading"))
+		return false
+	}
+	q.frames = append(q.frames, raw)
+	q.bytes += len(raw)
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
 // lost resets connection state after a session ends and fails publishes waiting for an OK.
-func (l *Live) lost() {
+func (l *Live) lost(q *sendQueue) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.conn = nil
-	l.ready = make(chan struct{})
+	q.dead = true
+	l.out = nil
+	select {
+	case <-l.ready: // this session got ready: the next one needs an open channel
+		l.ready = make(chan struct{})
+	default: // never got ready: waiters keep the channel the next session closes
+	}
 	for id, ch := range l.pending {
 		ch <- okResult{err: errors.New("relay connection lost before OK")}
 		delete(l.pending, id)
@@ -439,7 +562,7 @@ func (l *Live) pinger(ctx context.Context, conn *websocket.Conn) {
 }
 
 // handle processes one relay frame. A non-nil error ends the session (reconnect path).
-func (l *Live) handle(ctx context.Context, conn *websocket.Conn, raw []byte) error {
+func (l *Live) handle(ctx context.Context, raw []byte) error {
 	msg, err := parseRelayMessage(raw)
 	if err != nil {
 		l.log.Debug("ignoring malformed relay frame", "err", err)
@@ -478,7 +601,9 @@ func (l *Live) handle(ctx context.Context, conn *websocket.Conn, raw []byte) err
 			return fmt.Errorf("sign AUTH: %w", err)
 		}
 		l.mu.Lock()
-		l.sendLocked(conn, []any{"AUTH", ev})
+		if l.out != nil {
+			l.queueLocked(l.out, []any{"AUTH", ev})
+		}
 		l.mu.Unlock()
 	case "NOTICE":
 		l.log.Info("relay notice", "message", msg.message)
@@ -529,17 +654,21 @@ func (l *Live) handleClosed(ctx context.Context, msg relayMessage) error {
 	if !l.wanted(msg.subID) {
 		return nil // e.g. the relay acknowledging our CLOSE
 	}
-	if err := l.deliver(ctx, Incoming{SubID: msg.subID, Closed: msg.message}); err != nil {
-		return err
-	}
-	if strings.HasPrefix(msg.message, "restricted:") || strings.HasPrefix(msg.message, "invalid:") ||
-		strings.HasPrefix(msg.message, "blocked:") {
-		// Denied or malformed for this sub only (not a member, access revoked, a filter the relay
-		// refuses): asking again would fail the same way, so stop asking.
+	// Denied or malformed for this sub only (not a member, access revoked, a filter the relay
+	// refuses): asking again would fail the same way, so stop asking. Forgotten before the
+	// CLOSED is delivered, so whoever reads it already sees the subscription gone.
+	final := strings.HasPrefix(msg.message, "restricted:") || strings.HasPrefix(msg.message, "invalid:") ||
+		strings.HasPrefix(msg.message, "blocked:")
+	if final {
 		l.log.Warn("relay closed subscription for good", "sub", msg.subID, "reason", msg.message)
 		l.mu.Lock()
 		delete(l.subs, msg.subID)
 		l.mu.Unlock()
+	}
+	if err := l.deliver(ctx, Incoming{SubID: msg.subID, Closed: msg.message}); err != nil {
+		return err
+	}
+	if final {
 		return nil
 	}
 	return errReconnect{reason: fmt.Sprintf("subscription %s closed: %s", msg.subID, msg.message)}
@@ -551,18 +680,6 @@ func (l *Live) deliver(ctx context.Context, in Incoming) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	}
-}
-
-// sendLocked writes a message while l.mu is held, so REQ/CLOSE order matches desired-state
-// changes. A failed write is only logged: the reader sees the broken socket and reconnects,
-// and reconnecting re-sends the desired state.
-func (l *Live) sendLocked(conn *websocket.Conn, msg []any) {
-	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
-	defer cancel()
-	if err := writeJSON(ctx, conn, msg); err != nil {
-		l.log.Warn("relay write failed", "type", msg[0], "err", err)
-		conn.CloseNow()
 	}
 }
 

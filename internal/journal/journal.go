@@ -12,7 +12,8 @@
 // with JSON one of {"op":"accept","entry":{…}}, {"op":"done","ids":[…]} or
 // {"op":"watermark","ts":N}. Replay skips a torn last line or a record whose checksum fails,
 // with a warning; it never refuses to start. Open rewrites the file with only the live state
-// (compaction), and so does a Done or SetWatermark once the file has grown past a threshold.
+// (compaction), and so does a Done, Skip or SetWatermark once the file has grown past a
+// threshold (never InFlight, which sits on the way to a prompt).
 package journal
 
 import (
@@ -386,7 +387,9 @@ func (j *Journal) Done(eventIDs ...string) error {
 	return j.maybeCompactLocked()
 }
 
-// InFlight records that a turn is about to show these events to the agent.
+// InFlight records that a turn is about to show these events to the agent. It never compacts:
+// it sits between an event and its prompt, and a compaction (a rewrite and three fsyncs) there
+// cost that prompt tens of milliseconds; the Done that ends every turn compacts instead.
 func (j *Journal) InFlight(at time.Time, eventIDs ...string) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -399,7 +402,7 @@ func (j *Journal) InFlight(at time.Time, eventIDs ...string) error {
 		j.needsSync = true
 		return fmt.Errorf("journal in-flight: %w", err)
 	}
-	return j.maybeCompactLocked()
+	return nil
 }
 
 // Skip records an event that was handled without a turn (an owner command, an event the author

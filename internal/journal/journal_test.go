@@ -587,3 +587,28 @@ func TestFutureDatedEventCannotPushTheWatermarkPastTheClock(t *testing.T) {
 		t.Fatalf("watermark %d is %d s ahead of the clock", w, w-time.Now().Unix())
 	}
 }
+
+func TestInFlightNeverCompactsOnTheWayToAPrompt(t *testing.T) {
+	j, _ := openT(t, t.TempDir(), func(j *Journal) { j.compactThreshold = 1 })
+	mustAppend(t, j, 1, 2, 3)
+	before, err := os.Stat(j.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.InFlight(time.Unix(1700000100, 0), entry(1).EventID); err != nil {
+		t.Fatal(err)
+	}
+	after, err := os.Stat(j.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(before, after) || after.Size() <= before.Size() {
+		t.Fatal("InFlight rewrote the journal instead of appending to it")
+	}
+	if err := j.Done(entry(2).EventID); err != nil {
+		t.Fatal(err)
+	}
+	if done, _ := os.Stat(j.Path()); os.SameFile(after, done) {
+		t.Fatal("Done past the threshold did not compact")
+	}
+}

@@ -1,0 +1,168 @@
+package harness_test
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/buzz-harness/buzz/internal/protocol"
+)
+
+// stallProxy forwards TCP between buzz-acp and the relay. pause stops reading what buzz-acp sends
+// on its open WebSocket connections, as a relay that stops reading would; the relay's traffic to
+// buzz-acp and every other connection (HTTP queries, the agent's CLI) still flow.
+type stallProxy struct {
+	t      *testing.T
+	ln     net.Listener
+	target string
+
+	mu     sync.Mutex
+	ws     []*gate
+	closed bool
+}
+
+// gate holds a connection's upstream copy while closed.
+type gate struct {
+	mu   sync.Mutex
+	open chan struct{} // nil while running; a channel closed on resume while paused
+}
+
+func (g *gate) wait() {
+	g.mu.Lock()
+	ch := g.open
+	g.mu.Unlock()
+	if ch != nil {
+		<-ch
+	}
+}
+
+func startStallProxy(t *testing.T, relayURL string) *stallProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &stallProxy{t: t, ln: ln, target: strings.TrimPrefix(strings.TrimPrefix(relayURL, "http://"), "ws://")}
+	go p.serve()
+	t.Cleanup(func() {
+		p.mu.Lock()
+		p.closed = true
+		p.mu.Unlock()
+		p.resume()
+		ln.Close()
+	})
+	return p
+}
+
+func (p *stallProxy) url() string { return "http://" + p.ln.Addr().String() }
+
+func (p *stallProxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		go func() { // relay → buzz-acp always flows
+			_, _ = io.Copy(c, up)
+			c.Close()
+		}()
+		go p.upstream(c, up)
+	}
+}
+
+// upstream copies buzz-acp → relay, registering WebSocket upgrades so pause can hold them.
+func (p *stallProxy) upstream(c, up net.Conn) {
+	defer up.Close()
+	buf := make([]byte, 32<<10)
+	var g *gate
+	for first := true; ; first = false {
+		n, err := c.Read(buf)
+		if n > 0 {
+			if first && bytes.Contains(bytes.ToLower(buf[:n]), []byte("upgrade: websocket")) {
+				g = &gate{}
+				p.mu.Lock()
+				p.ws = append(p.ws, g)
+				p.mu.Unlock()
+			}
+			if g != nil {
+				g.wait()
+			}
+			if _, err := up.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *stallProxy) pause() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, g := range p.ws {
+		g.mu.Lock()
+		if g.open == nil {
+			g.open = make(chan struct{})
+		}
+		g.mu.Unlock()
+	}
+}
+
+func (p *stallProxy) resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, g := range p.ws {
+		g.mu.Lock()
+		if g.open != nil {
+			close(g.open)
+			g.open = nil
+		}
+		g.mu.Unlock()
+	}
+}
+
+func (s *stack) post(ch, text string) nostr.Event {
+	s.t.Helper()
+	ev := nostr.Event{Kind: 9, Content: text, CreatedAt: nostr.Now(), Tags: nostr.Tags{{"h", ch}, {"p", s.agentPK}}}
+	if err := ev.Sign(s.ownerSK); err != nil {
+		s.t.Fatal(err)
+	}
+	s.relay.Publish(s.t, s.ownerSK, ev)
+	return ev
+}
+
+// While the relay reads nothing buzz-acp sends, joining and leaving channels (REQ and CLOSE)
+// must not hold up the loop: mentions in other channels are still prompted, and the join takes
+// effect once the relay reads again.
+func TestRelayThatStopsReadingDoesNotStopTheHarness(t *testing.T) {
+	s := newStack(t)
+	third := s.relay.CreateChannel(t, s.ownerSK, "third", false)
+	s.relay.AddMember(t, s.ownerSK, third, s.agentPK, "bot")
+	proxy := startStallProxy(t, s.relay.URL)
+	s.start([]string{"--relay-url", proxy.url()}, "TESTAGENT_NO_CLI=1")
+	s.waitPrompted(s.post(s.channel, "before the stall").ID)
+
+	proxy.pause()
+	second := s.relay.CreateChannel(t, s.ownerSK, "second", false)
+	s.relay.AddMember(t, s.ownerSK, second, s.agentPK, "bot")
+	s.waitLog("name=second", 20*time.Second) // logged once Subscribe returned
+	s.relay.Publish(t, s.ownerSK, nostr.Event{Kind: protocol.KindRemoveUser, CreatedAt: nostr.Now(),
+		Tags: nostr.Tags{{"h", third}, {"p", s.agentPK}}})
+	s.waitLog("left channel", 20*time.Second) // logged once Unsubscribe returned
+	s.waitPrompted(s.post(s.channel, "during the stall").ID)
+
+	proxy.resume()
+	s.waitPrompted(s.post(second, "in the channel joined during the stall").ID)
+}
