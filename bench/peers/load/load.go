@@ -5,6 +5,7 @@
 package load
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -181,6 +182,7 @@ type Workload struct {
 	Ingest1     []Publisher
 	Ingest4     []Publisher
 	FanOut      [][]byte // warm-up events first, then the measured ones
+	FanOutIDs   []string // FanOut's event ids
 	Warmup      int
 	Subscribers []Key
 }
@@ -214,8 +216,10 @@ func Prepare(o Options) (*Workload, error) {
 	for i := range w.Subscribers {
 		w.Subscribers[i] = NewKey()
 	}
+	w.FanOutIDs = make([]string, len(w.FanOut))
 	type job struct {
 		dst  *[]byte
+		id   *string // optional
 		key  Key
 		text string
 	}
@@ -223,12 +227,12 @@ func Prepare(o Options) (*Workload, error) {
 	for name, ps := range map[string][]Publisher{"ingest1": w.Ingest1, "ingest4": w.Ingest4} {
 		for i := range ps {
 			for j := range ps[i].Frames {
-				jobs = append(jobs, job{&ps[i].Frames[j], ps[i].Key, fmt.Sprintf("%s p%d #%d", name, i, j)})
+				jobs = append(jobs, job{&ps[i].Frames[j], nil, ps[i].Key, fmt.Sprintf("%s p%d #%d", name, i, j)})
 			}
 		}
 	}
 	for i := range w.FanOut {
-		jobs = append(jobs, job{&w.FanOut[i], w.Owner, fmt.Sprintf("fan-out #%d", i)})
+		jobs = append(jobs, job{&w.FanOut[i], &w.FanOutIDs[i], w.Owner, fmt.Sprintf("fan-out #%d", i)})
 	}
 	var wg sync.WaitGroup
 	next := make(chan job)
@@ -247,6 +251,9 @@ func Prepare(o Options) (*Workload, error) {
 					continue
 				}
 				*j.dst, _ = json.Marshal([]any{"EVENT", ev})
+				if j.id != nil {
+					*j.id = ev.ID
+				}
 			}
 		}()
 	}
@@ -394,6 +401,10 @@ func FanOut(ctx context.Context, t Target, w *Workload) (FanOutResult, error) {
 		for range w.Subscribers {
 			select {
 			case f := <-events:
+				// Closed loop: anything but the event just sent means the relay misdelivered.
+				if len(f.Body) < 3 || !bytes.Contains(f.Body[2], []byte(w.FanOutIDs[n])) {
+					return FanOutResult{}, fmt.Errorf("fan-out event %d: subscriber %d got a different event", n, f.Conn)
+				}
 				if n >= w.Warmup {
 					lat = append(lat, f.At.Sub(sent))
 				}
