@@ -2,7 +2,7 @@
 # then runs the whole suite with the race detector.
 GO ?= go
 
-.PHONY: test test-setup build up bench soak
+.PHONY: test test-setup build up bench soak bench-peers
 
 test: test-setup
 	$(GO) vet ./...
@@ -26,3 +26,12 @@ bench:
 soak:
 	BUZZ_SOAK=full BUZZ_SOAK_REPORT=soak-report.txt $(GO) test -count=1 -run TestSoakNothingLost -v -timeout 20m ./internal/harness/
 	@cat internal/harness/soak-report.txt
+
+# Our relay next to khatru (SQLite) and a verify-only WebSocket server, 3 fresh runs each, in one
+# run; prints medians and ratios (docs/benchmarks.md, section Peers). bench/peers is its own module
+# so the main go.mod does not carry khatru. About 2–4 minutes on two cores.
+bench-peers:
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(GO) build -o "$$tmp/buzz-relay" ./cmd/buzz-relay && \
+	(cd bench/peers && $(GO) build -o "$$tmp/" ./cmd/...) && \
+	"$$tmp/bench-peers" -ours "$$tmp/buzz-relay" -khatru "$$tmp/khatru-sqlite" -bare "$$tmp/bare-relay" $(BENCH_PEERS_FLAGS)
