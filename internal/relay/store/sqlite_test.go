@@ -1,19 +1,20 @@
-package store
+package store_test
 
 import (
 	"context"
-	"errors"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/buzz-harness/buzz/internal/relay/store"
+	"github.com/buzz-harness/buzz/internal/relay/store/storetest"
 )
 
-func openTemp(t *testing.T) (*SQLite, string) {
+func openTemp(t *testing.T) (*store.SQLite, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "relay.db")
-	s, err := Open(path)
+	s, err := store.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,31 +22,23 @@ func openTemp(t *testing.T) (*SQLite, string) {
 	return s, path
 }
 
-func signed(t *testing.T, sk string, ev nostr.Event) *nostr.Event {
-	t.Helper()
-	if ev.Tags == nil {
-		ev.Tags = nostr.Tags{}
-	}
-	if err := ev.Sign(sk); err != nil {
-		t.Fatal(err)
-	}
-	return &ev
-}
-
-func save(t *testing.T, s *SQLite, ev *nostr.Event, ch string) error {
-	t.Helper()
-	return s.Update(context.Background(), func(tx Tx) error { return tx.SaveEvent(ev, ch) })
+func TestSQLiteStoreSuite(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		s, _ := openTemp(t)
+		return s
+	})
 }
 
 func TestSQLiteReopenKeepsDataAndSkipsAppliedMigrations(t *testing.T) {
 	s, path := openTemp(t)
 	sk := nostr.GeneratePrivateKey()
-	ev := signed(t, sk, nostr.Event{Kind: 1, Content: "kept", CreatedAt: 10})
-	if err := save(t, s, ev, ""); err != nil {
+	ev := nostr.Event{Kind: 1, Content: "kept", CreatedAt: 10, Tags: nostr.Tags{}}
+	ev.Sign(sk)
+	if err := s.Update(context.Background(), func(tx store.Tx) error { return tx.SaveEvent(&ev, "") }); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
-	s2, err := Open(path)
+	s2, err := store.Open(path)
 	if err != nil {
 		t.Fatalf("reopen: %v", err)
 	}
@@ -56,80 +49,6 @@ func TestSQLiteReopenKeepsDataAndSkipsAppliedMigrations(t *testing.T) {
 	}
 }
 
-func TestSQLiteAddressableKeepsNewestPerDTag(t *testing.T) {
-	s, _ := openTemp(t)
-	sk := nostr.GeneratePrivateKey()
-	pk, _ := nostr.GetPublicKey(sk)
-	a1 := signed(t, sk, nostr.Event{Kind: 30174, Content: "v1", CreatedAt: 10, Tags: nostr.Tags{{"d", "a"}}})
-	a2 := signed(t, sk, nostr.Event{Kind: 30174, Content: "v2", CreatedAt: 20, Tags: nostr.Tags{{"d", "a"}}})
-	b1 := signed(t, sk, nostr.Event{Kind: 30174, Content: "b", CreatedAt: 5, Tags: nostr.Tags{{"d", "b"}}})
-	for _, ev := range []*nostr.Event{a1, a2, b1} {
-		if err := save(t, s, ev, ""); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := save(t, s, a2, ""); !errors.Is(err, ErrDuplicate) {
-		t.Fatalf("resaving the current version: %v", err)
-	}
-	if err := save(t, s, a1, ""); !errors.Is(err, ErrNewerExists) {
-		t.Fatalf("resaving a replaced version: %v", err)
-	}
-	old := signed(t, sk, nostr.Event{Kind: 30174, Content: "v0", CreatedAt: 1, Tags: nostr.Tags{{"d", "a"}}})
-	if err := save(t, s, old, ""); !errors.Is(err, ErrNewerExists) {
-		t.Fatalf("older version: %v", err)
-	}
-	got, err := s.Query(context.Background(), pk, Filter{Filter: nostr.Filter{Kinds: []int{30174}}}, 10)
-	if err != nil || len(got) != 2 || got[0].Content != "v2" || got[1].Content != "b" {
-		t.Fatalf("got %v %v", got, err)
-	}
-}
-
-func TestSQLiteMarkAuthSeenRefusesRepeatUntilExpiry(t *testing.T) {
-	s, _ := openTemp(t)
-	now := time.Unix(1000, 0)
-	ctx := context.Background()
-	if fresh, err := s.MarkAuthSeen(ctx, "id1", now, now.Add(time.Minute)); err != nil || !fresh {
-		t.Fatalf("first: %v %v", fresh, err)
-	}
-	if fresh, _ := s.MarkAuthSeen(ctx, "id1", now, now.Add(time.Minute)); fresh {
-		t.Fatal("repeat accepted")
-	}
-	// Once expired the row is swept (the event itself would fail the freshness check anyway).
-	if fresh, _ := s.MarkAuthSeen(ctx, "id1", now.Add(2*time.Minute), now.Add(3*time.Minute)); !fresh {
-		t.Fatal("expired id still blocked")
-	}
-}
-
-func TestSQLitePrivateChannelEventsNeedMembership(t *testing.T) {
-	s, _ := openTemp(t)
-	ctx := context.Background()
-	owner, stranger := nostr.GeneratePrivateKey(), nostr.GeneratePrivateKey()
-	opk, _ := nostr.GetPublicKey(owner)
-	spk, _ := nostr.GetPublicKey(stranger)
-	err := s.Update(ctx, func(tx Tx) error {
-		if err := tx.PutChannel(Channel{ID: "c", Name: "c", Visibility: "private", Type: "stream", CreatedBy: opk}); err != nil {
-			return err
-		}
-		if err := tx.PutMember("c", opk, "owner", 1); err != nil {
-			return err
-		}
-		return tx.SaveEvent(signed(t, owner, nostr.Event{Kind: 9, Content: "x", CreatedAt: 1, Tags: nostr.Tags{{"h", "c"}}}), "c")
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := Filter{Filter: nostr.Filter{Kinds: []int{9}}}
-	if got, _ := s.Query(ctx, opk, f, 10); len(got) != 1 {
-		t.Fatalf("member sees %d", len(got))
-	}
-	if got, _ := s.Query(ctx, spk, f, 10); len(got) != 0 {
-		t.Fatalf("stranger sees %d", len(got))
-	}
-	if n, _ := s.Count(ctx, spk, []Filter{f}); n != 0 {
-		t.Fatalf("stranger counts %d", n)
-	}
-}
-
 func TestFTSQueryQuotesEveryWord(t *testing.T) {
 	for in, want := range map[string]string{
 		`deploy`:         `"deploy"`,
@@ -137,20 +56,8 @@ func TestFTSQueryQuotesEveryWord(t *testing.T) {
 		"  \t\n":         ``,
 		"NEAR(x y)\x00z": `"NEAR(x" "y)" "z"`,
 	} {
-		if got := FTSQuery(in); got != want {
+		if got := store.FTSQuery(in); got != want {
 			t.Errorf("FTSQuery(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-func TestSQLiteSearchNeverFailsOnOddInput(t *testing.T) {
-	s, _ := openTemp(t)
-	sk := nostr.GeneratePrivateKey()
-	pk, _ := nostr.GetPublicKey(sk)
-	save(t, s, signed(t, sk, nostr.Event{Kind: 1, Content: "release notes for v2", CreatedAt: 1}), "")
-	for _, q := range []string{`"`, `*`, `NEAR(`, `notes AND`, `v2)`, `-x`, `release`} {
-		if _, err := s.Query(context.Background(), pk, Filter{Filter: nostr.Filter{Search: q}}, 10); err != nil {
-			t.Errorf("search %q: %v", q, err)
 		}
 	}
 }
