@@ -19,6 +19,7 @@ import (
 
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/relay/store"
+	"github.com/buzz-harness/buzz/internal/relay/store/postgres"
 )
 
 // MaxFrameBytes is the largest WebSocket frame (and HTTP body) the relay accepts.
@@ -36,6 +37,7 @@ const (
 // Config configures a Relay.
 type Config struct {
 	DataDir   string           // where relay.db and relay.key live; created if missing
+	Database  string           // postgres://… URL for the store; "" = SQLite relay.db in DataDir
 	PublicURL string           // RELAY_URL; "" = derive ws://<Host> from each request
 	Logger    *slog.Logger     // nil = discard
 	Now       func() time.Time // nil = time.Now
@@ -81,7 +83,7 @@ func Open(cfg Config) (*Relay, error) {
 		return nil, err
 	}
 	pk, _ := nostr.GetPublicKey(sk)
-	st, err := store.Open(filepath.Join(cfg.DataDir, "relay.db"))
+	st, err := openStore(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("relay: open store: %w", err)
 	}
@@ -110,6 +112,19 @@ func Open(cfg Config) (*Relay, error) {
 	r.mux.HandleFunc("/query", r.bridge(r.bridgeQuery))
 	r.mux.HandleFunc("/count", r.bridge(r.bridgeCount))
 	return r, nil
+}
+
+// openStore picks the backend: PostgreSQL when Database is set, else SQLite in DataDir.
+func openStore(cfg Config) (store.Store, error) {
+	if cfg.Database == "" {
+		return store.Open(filepath.Join(cfg.DataDir, "relay.db"))
+	}
+	if !strings.HasPrefix(cfg.Database, "postgres://") && !strings.HasPrefix(cfg.Database, "postgresql://") {
+		return nil, errors.New("database must be a postgres:// URL")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return postgres.Open(ctx, cfg.Database)
 }
 
 // loadOrCreateKey reads the relay's hex secret key, creating it (0600) on first start so
