@@ -61,3 +61,14 @@ func TestFTSQueryQuotesEveryWord(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkSQLiteStore(b *testing.B) {
+	storetest.Bench(b, func(tb testing.TB) store.Store {
+		s, err := store.Open(filepath.Join(tb.TempDir(), "relay.db"))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { s.Close() })
+		return s
+	})
+}

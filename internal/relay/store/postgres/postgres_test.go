@@ -83,3 +83,14 @@ func TestOpenRejectsABadURLInOneLine(t *testing.T) {
 		t.Fatal("bad URL accepted")
 	}
 }
+
+func BenchmarkPostgresStore(b *testing.B) {
+	storetest.Bench(b, func(tb testing.TB) store.Store {
+		s, err := postgres.Open(context.Background(), pgtest.URL(tb))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { s.Close() })
+		return s
+	})
+}
