@@ -1,5 +1,6 @@
 // Package store persists the relay's events, channels, members and NIP-98 replay guard.
-// The relay talks to it through Store; SQLite (Open) is the embedded implementation.
+// The relay talks to it through Store; SQLite (Open) is the embedded implementation and
+// store/postgres the one several relay nodes can share. storetest is the suite both pass.
 package store
 
 import (
@@ -43,7 +44,8 @@ type Channel struct {
 // Store is what the relay needs from storage. Reads take the reader's pubkey so access rules
 // (private channels, p-gated kinds) apply inside the query, before limits.
 type Store interface {
-	// Update runs fn in one write transaction; writes are serialized (a single writer).
+	// Update runs fn in one write transaction. fn may run more than once (PostgreSQL reruns a
+	// transaction that lost a deadlock to another writer), so it must only write through the Tx.
 	Update(ctx context.Context, fn func(Tx) error) error
 	// Query returns events matching f that reader may see, newest first, at most limit.
 	Query(ctx context.Context, reader string, f Filter, limit int) ([]nostr.Event, error)

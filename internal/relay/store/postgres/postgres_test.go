@@ -2,8 +2,10 @@ package postgres_test
 
 import (
 	"context"
+	"net/url"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/nbd-wtf/go-nostr"
@@ -93,4 +95,80 @@ func BenchmarkPostgresStore(b *testing.B) {
 		tb.Cleanup(func() { s.Close() })
 		return s
 	})
+}
+
+// Two nodes saving versions of one replaceable event at once: the second waits for the first
+// to commit and then replaces it, instead of both seeing no rival and both being stored.
+func TestPostgresSecondWriterOfAnAddressWaitsForTheFirst(t *testing.T) {
+	ctx := context.Background()
+	base := pgtest.URL(t)
+	u, _ := url.Parse(base)
+	q := u.Query()
+	q.Set("application_name", "node-b-"+q.Get("search_path"))
+	u.RawQuery = q.Encode()
+	nodeA, nodeB := open(t, base), open(t, u.String())
+	watch, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Close(ctx)
+
+	sk := nostr.GeneratePrivateKey()
+	v1 := nostr.Event{Kind: 10002, CreatedAt: 10, Content: "v1", Tags: nostr.Tags{}}
+	v2 := nostr.Event{Kind: 10002, CreatedAt: 20, Content: "v2", Tags: nostr.Tags{}}
+	v1.Sign(sk)
+	v2.Sign(sk)
+
+	aSaved := make(chan struct{})
+	var once sync.Once
+	bDone := make(chan error, 1)
+	go func() {
+		<-aSaved
+		bDone <- nodeB.Update(ctx, func(tx store.Tx) error { return tx.SaveEvent(&v2, "") })
+	}()
+	bFinishedFirst := false
+	err = nodeA.Update(ctx, func(tx store.Tx) error {
+		if err := tx.SaveEvent(&v1, ""); err != nil {
+			return err
+		}
+		once.Do(func() { close(aSaved) })
+		// Keep this transaction open until node B either finished (it did not wait: the bug)
+		// or is blocked on a lock this transaction holds.
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		deadline := time.After(30 * time.Second)
+		for {
+			select {
+			case err := <-bDone:
+				bDone <- err
+				bFinishedFirst = true
+				return nil
+			case <-deadline:
+				t.Error("node B neither finished nor waited for a lock")
+				return nil
+			case <-tick.C:
+			}
+			var waiting int
+			if err := watch.QueryRow(ctx, `SELECT COUNT(*) FROM pg_stat_activity
+				WHERE application_name = $1 AND wait_event_type = 'Lock'`, q.Get("application_name")).Scan(&waiting); err != nil {
+				return err
+			}
+			if waiting > 0 {
+				return nil
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-bDone; err != nil {
+		t.Fatalf("node B: %v", err)
+	}
+	if bFinishedFirst {
+		t.Error("node B saved while node A's version was uncommitted")
+	}
+	got, err := nodeA.Query(ctx, "", store.Filter{Filter: nostr.Filter{Kinds: []int{10002}}}, 10)
+	if err != nil || len(got) != 1 || got[0].Content != "v2" {
+		t.Fatalf("stored versions: %v (%v), want only v2", got, err)
+	}
 }
