@@ -496,6 +496,10 @@ func testSearchNeedsEveryWordCaseInsensitive(t *testing.T, s store.Store) {
 		"v2":            {"Deploy the release notes for v2"},
 		"lunch":         {"lunch?"},
 		"deplo":         nil, // whole words, no prefixes
+		"deplo*":        nil, // no operators either
+		"*":             nil, // no words at all
+		"deploy *":      {"deploy failed: see build-log.txt", "Deploy the release notes for v2"},
+		"build.log":     {"deploy failed: see build-log.txt"},
 		"release v2 ok": nil,
 	} {
 		wantContents(t, "search "+q, query(t, s, a.pk, nostr.Filter{Search: q}), want...)
