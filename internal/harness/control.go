@@ -1,7 +1,11 @@
 package harness
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"strings"
+	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 
@@ -90,4 +94,102 @@ func (g Gate) Allows(author, channelType string) bool {
 	default: // owner-only
 		return isOwner
 	}
+}
+
+// Why an owner command stopped a running turn (its context's cause).
+var (
+	errOwnerCancel = errors.New("cancelled by the owner")
+	errRotate      = errors.New("session rotated by the owner")
+)
+
+// ownerCommand carries out !cancel, !rotate, !shutdown and !status and answers each — no-ops
+// included — with an agent-signed kind 40099 row in the thread where it was typed.
+func (h *Harness) ownerCommand(ctx context.Context, cmd OwnerCommand, c *channel, ev *nostr.Event) {
+	h.log.Info("owner command", "command", cmd, "channel", c.ID)
+	stop := h.inflight[channelScope(c.ID)]
+	outcome := map[string]any{"actor": ev.PubKey, "target": h.agent}
+	switch cmd {
+	case CmdCancel:
+		if stop != nil {
+			stop(errOwnerCancel)
+			outcome["type"] = "turn_cancelled"
+		} else {
+			outcome["type"] = "cancel_noop"
+		}
+	case CmdRotate:
+		outcome["type"] = "session_rotated"
+		if !h.rotate(c.ID, stop) {
+			outcome["type"] = "rotate_noop"
+		}
+	case CmdShutdown:
+		outcome["type"] = "agent_shutdown"
+	case CmdStatus:
+		outcome["type"] = "status"
+		outcome["status"] = h.status()
+	}
+	row := outcomeRow(c.ID, ev, outcome)
+	if cmd == CmdShutdown {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		h.relay.publish(pctx, row)
+		cancel()
+		h.shutdown()
+		return
+	}
+	h.publishLater(ctx, row)
+}
+
+// rotate forgets a channel's session everywhere — the store, every agent, a running turn — so
+// the next turn opens a fresh one. It reports whether there was a session to forget.
+func (h *Harness) rotate(chID string, stop context.CancelCauseFunc) bool {
+	had := stop != nil
+	if _, ok := h.store.Get(chID, h.cfg.storeScope()); ok {
+		had = true
+	}
+	if err := h.store.Remove(chID); err != nil {
+		h.log.Warn("session store", "err", err)
+	}
+	h.store.RequestFresh(chID)
+	if h.pool.dropSessions(channelScope(chID)) {
+		had = true
+	}
+	if stop != nil {
+		stop(errRotate)
+	}
+	return had
+}
+
+// outcomeRow builds the 40099 row answering an owner command, threaded under the command.
+func outcomeRow(chID string, cmdEv *nostr.Event, payload map[string]any) *nostr.Event {
+	content, _ := json.Marshal(payload)
+	tags := nostr.Tags{{"h", chID}}
+	tags = append(tags, threadTags(cmdEv)...)
+	return &nostr.Event{Kind: protocol.KindSystemMessage, Content: string(content), Tags: tags, CreatedAt: nostr.Now()}
+}
+
+// threadTags are the e tags that reply to ev in its thread (ev starts one if top-level).
+func threadTags(ev *nostr.Event) nostr.Tags {
+	ref := protocol.ParseThread(ev.Tags)
+	root := ref.Root
+	if root == "" {
+		root = ev.ID
+	}
+	return protocol.ReplyTags(root, ev.ID)
+}
+
+// publishLater publishes off the loop, bounded by ten seconds (and by the run).
+func (h *Harness) publishLater(ctx context.Context, ev *nostr.Event) {
+	h.tasks.Go(func() {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		h.relay.publish(pctx, ev)
+	})
+}
+
+// status summarises queued and in-flight work per channel.
+func (h *Harness) status() map[string]any {
+	chans := map[string]any{}
+	for id := range h.channels {
+		chans[id] = map[string]any{"queued": h.queue.Len(id), "in_flight": h.queue.InFlight(id)}
+	}
+	return map[string]any{"channels": chans}
 }

@@ -82,7 +82,6 @@ func TestGateOwnerOnlyWithoutOwnerDropsEverything(t *testing.T) {
 }
 
 func TestDecideRoute(t *testing.T) {
-	f, tr := false, true
 	cases := []struct {
 		name string
 		a    AgentIdentity
@@ -96,8 +95,8 @@ func TestDecideRoute(t *testing.T) {
 		{"claude without version", AgentIdentity{Name: "@agentclientprotocol/claude-agent-acp"}, RouteUserMessage},
 		{"claude unparseable version", AgentIdentity{Name: "@agentclientprotocol/claude-agent-acp", Version: "latest"}, RouteUserMessage},
 		{"goose before probe", AgentIdentity{Name: "goose"}, RouteGoose},
-		{"goose probe ok", AgentIdentity{Name: "goose", GooseProbe: &tr}, RouteGoose},
-		{"goose probe failed", AgentIdentity{Name: "goose", GooseProbe: &f}, RouteUserMessage},
+		{"goose probe ok", AgentIdentity{Name: "goose", GooseProbe: ProbeSupported}, RouteGoose},
+		{"goose probe failed", AgentIdentity{Name: "goose", GooseProbe: ProbeUnsupported}, RouteUserMessage},
 		{"codex", AgentIdentity{Name: "codex-acp", Version: "0.16.0"}, RouteUserMessage},
 	}
 	for _, c := range cases {

@@ -1,9 +1,27 @@
 // Package harness is buzz-acp's core: it listens for mentions on a Buzz relay, queues them per
-// channel, and drives ACP agents with one session per channel.
+// conversation (today: per channel), and drives ACP agents with one session per conversation.
 //
 // One goroutine (Run's loop) owns all mutable state: the queue, the channel table, the agent
-// slots. Turns run in their own goroutines with exclusive use of a slot and report back over a
-// channel; nothing else touches a busy slot.
+// pool. Everything slow runs on goroutines the loop starts and Run joins before it returns:
+// turns (with exclusive use of a slot, reporting back over a channel), agent spawns, membership
+// lookups and publishes. Nothing else touches a busy slot.
+//
+// Where things live:
+//
+//	harness.go   Harness, New, Run: the loop and its shutdown
+//	channels.go  the channel table: discovery, subscriptions, membership, leaving
+//	intake.go    an event's way in (gate, journal, queue) and the journal replay after a restart
+//	control.go   owner commands and the author gate
+//	queue.go     the per-conversation FIFO, with retry backoff
+//	turn.go      a turn: dispatch, run, decide its outcome, act on it
+//	session.go   opening a session (resume, load or new) and the one builder of its parameters
+//	route.go     how standing context reaches each agent
+//	pool.go      agent processes: spawn, respawn, circuit breaker
+//	heartbeat.go scheduled prompts
+//	relay.go     one-shot relay calls: prompt context, profiles, membership, publish
+//	feed.go      activity-feed events
+//	reap.go      agents a previous harness left running
+//	quota.go     waits that providers name
 package harness
 
 import (
@@ -11,10 +29,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/buzz-harness/buzz/internal/acp"
 	"github.com/buzz-harness/buzz/internal/client"
 	"github.com/buzz-harness/buzz/internal/journal"
 	"github.com/buzz-harness/buzz/internal/observer"
@@ -24,45 +44,38 @@ import (
 
 // Harness is one running buzz-acp.
 type Harness struct {
-	cfg    Config
-	log    *slog.Logger
-	bus    *observer.Bus
-	agent  string // our pubkey hex
-	bridge *client.Bridge
-	live   *client.Live
-	store  *sessionstore.Store
-	jrnl   *journal.Journal
-	queue  *Queue
-	gate   Gate
+	cfg   Config
+	log   *slog.Logger
+	bus   *observer.Bus
+	agent string // our pubkey hex
+	now   func() time.Time
 
-	channels  map[string]*channel  // subscribed channels by id
-	removed   map[string]bool      // channels we were removed from while a turn ran
-	seen      *idSet               // event ids already accepted (a replay never prompts twice)
-	memberSeq map[string]int       // per channel: membership lookups started
-	metas     chan membershipCheck // membership lookups finished
+	relay    *relayClient // one-shot bridge calls: queries and publishes
+	live     *client.Live // subscriptions
+	store    *sessionstore.Store
+	jrnl     *journal.Journal
+	sessions *sessionOpener
+	pool     *pool
+	queue    *Queue
+	gate     Gate
 
-	slots []*slot
-	// inflight stops a channel's running turn; the cause says why (owner cancel, rotate, leave).
-	inflight map[string]context.CancelCauseFunc
-	// resumeRetried marks channels whose resume already failed indeterminately once.
-	resumeRetried map[string]bool
+	channels map[string]*channel // subscribed channels by id
+	removed  map[string]bool     // channels we were removed from while a turn ran
+	seen     *idSet              // event ids already accepted (a replay never prompts twice)
+	lookups  memberLookups       // membership lookups running off the loop
+
+	// inflight stops a conversation's running turn; the cause says why (owner cancel, rotate, leave).
+	inflight map[scopeKey]context.CancelCauseFunc
+	// resumeRetried marks conversations whose resume already failed indeterminately once.
+	resumeRetried map[scopeKey]bool
 	heartbeatBusy bool
-	profileCache  profileCache
 	results       chan turnResult
-	spawns        chan spawnResult
 	wake          chan struct{}
 
-	watermark time.Time // taken before connecting: the first subscription's since
-	now       func() time.Time
-	shutdown  context.CancelFunc
-}
-
-// channel is a subscribed channel and what we know about it.
-type channel struct {
-	ID    string
-	Name  string
-	Type  string // stream | private | dm | unknown
-	About string
+	// tasks are the goroutines the loop started (turns, spawns, lookups, publishes); Run waits
+	// for all of them before it returns.
+	tasks    sync.WaitGroup
+	shutdown context.CancelFunc
 }
 
 // New prepares a harness: it validates cfg and opens the session store (taking its lock).
@@ -79,20 +92,17 @@ func New(cfg Config) (*Harness, error) {
 		log:           cfg.Logger,
 		bus:           cfg.Observer,
 		agent:         pk,
-		bridge:        client.NewBridge(cfg.RelayURL, cfg.SecretKey),
+		now:           time.Now,
 		queue:         NewQueue(),
 		gate:          Gate{Mode: cfg.RespondTo, Owner: cfg.Owner, Allowlist: cfg.Allowlist},
 		channels:      map[string]*channel{},
 		removed:       map[string]bool{},
-		memberSeq:     map[string]int{},
-		metas:         make(chan membershipCheck, 16),
+		lookups:       memberLookups{started: map[string]int{}, done: make(chan membershipCheck, 16)},
 		seen:          newIDSet(20000),
-		inflight:      map[string]context.CancelCauseFunc{},
-		resumeRetried: map[string]bool{},
+		inflight:      map[scopeKey]context.CancelCauseFunc{},
+		resumeRetried: map[scopeKey]bool{},
 		results:       make(chan turnResult, 64),
-		spawns:        make(chan spawnResult, 64),
 		wake:          make(chan struct{}, 1),
-		now:           time.Now,
 	}
 	if cfg.NoResumeSessions {
 		h.store = sessionstore.Disabled()
@@ -103,6 +113,19 @@ func New(cfg Config) (*Harness, error) {
 		h.store.Close()
 		return nil, err
 	}
+	h.relay = &relayClient{bridge: client.NewBridge(cfg.RelayURL, cfg.SecretKey), self: pk, cfg: &h.cfg, log: h.log, now: h.now}
+	h.sessions = &sessionOpener{cfg: &h.cfg, store: h.store, relay: h.relay, feed: h, log: h.log, now: h.now}
+	h.pool = &pool{
+		cfg: &h.cfg, log: h.log, now: h.now, tasks: &h.tasks,
+		client: acp.ClientConfig{
+			OnLine:        h.onLine,
+			OnUpdate:      h.onUpdate,
+			Permissions:   permissionPolicy(&h.cfg),
+			ClientVersion: cfg.Version,
+		},
+		spawned: make(chan spawnResult, 64),
+		record:  agentsFile(cfg.StateDir, pk),
+	}
 	return h, nil
 }
 
@@ -111,49 +134,57 @@ func (h *Harness) PublicKey() string { return h.agent }
 
 // Run connects, discovers channels, starts the agent pool and serves until ctx ends or the owner
 // sends !shutdown. Subscriptions come up (and events queue) before the pool is ready, so a slow
-// agent start never drops a mention.
+// agent start never drops a mention. Every goroutine the harness started has returned (and every
+// agent process is gone) when Run returns.
 func (h *Harness) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	h.shutdown = cancel
 	defer h.store.Close()
 	defer h.jrnl.Close()
+	defer h.stop(cancel) // first: nothing may write the journal or the store once they close
 
-	// Ask the relay for everything since the last event the journal saw (a little before it, as
-	// created_at has one-second resolution), so mentions sent while we were down are answered.
-	h.watermark = h.now()
-	if w := h.jrnl.Watermark(); w > 0 {
-		since := time.Unix(w-5, 0)
-		if oldest := h.watermark.Add(-maxCatchUp); since.Before(oldest) {
-			since = oldest
-		}
-		// Never from the future: one event dated ahead must not blind every subscription.
-		if since.Before(h.watermark) {
-			h.watermark = since
-		}
-	}
+	since := h.catchUpSince()
 	h.live = client.NewLive(client.LiveConfig{RelayURL: h.cfg.RelayURL, SecretKey: h.cfg.SecretKey, Logger: h.log})
 	liveErr := make(chan error, 1)
-	go func() { liveErr <- h.live.Run(ctx) }()
+	h.tasks.Go(func() { liveErr <- h.live.Run(ctx) })
 
-	if err := h.discover(ctx); err != nil {
+	if err := h.discover(ctx, since); err != nil {
 		return err
 	}
 	h.live.Subscribe(subMembership, nostr.Filter{
 		Kinds: []int{protocol.KindMemberAdded, protocol.KindMemberRemoved},
 		Tags:  nostr.TagMap{"p": {h.agent}},
-		Since: ptrTS(h.watermark),
+		Since: ptrTS(since),
 	})
-	h.reapOrphans()
+	h.pool.reapOrphans()
 	h.replayJournal(ctx)
 	h.log.Info("buzz-acp ready", "agent", h.agent, "channels", len(h.channels), "relay", h.cfg.RelayURL)
+	h.pool.startAll(ctx)
+	return h.serve(ctx, liveErr)
+}
 
-	h.slots = make([]*slot, h.cfg.Agents)
-	for i := range h.slots {
-		h.slots[i] = &slot{idx: i}
-		h.startSpawn(ctx, h.slots[i])
+// catchUpSince is where subscriptions start: everything since the last event the journal saw (a
+// little before it, as created_at has one-second resolution), so mentions sent while we were
+// down are answered; now on a first start. It is taken before connecting.
+func (h *Harness) catchUpSince() time.Time {
+	now := h.now()
+	w := h.jrnl.Watermark()
+	if w <= 0 {
+		return now
 	}
+	since := time.Unix(w-5, 0)
+	if oldest := now.Add(-maxCatchUp); since.Before(oldest) {
+		since = oldest
+	}
+	// Never from the future: one event dated ahead must not blind every subscription.
+	if !since.Before(now) {
+		return now
+	}
+	return since
+}
 
+// serve is the loop: the one goroutine that owns the queue, the channel table and the pool.
+func (h *Harness) serve(ctx context.Context, liveErr <-chan error) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var heartbeats <-chan time.Time
@@ -162,7 +193,6 @@ func (h *Harness) Run(ctx context.Context) error {
 		defer hb.Stop()
 		heartbeats = hb.C
 	}
-	defer h.stopAll()
 	for {
 		h.dispatch(ctx)
 		select {
@@ -177,12 +207,12 @@ func (h *Harness) Run(ctx context.Context) error {
 			h.handleIncoming(ctx, in)
 		case r := <-h.results:
 			h.finishTurn(ctx, r)
-		case s := <-h.spawns:
+		case s := <-h.pool.spawned:
 			h.finishSpawn(ctx, s)
-		case m := <-h.metas:
+		case m := <-h.lookups.done:
 			h.applyMembership(m)
 		case <-tick.C:
-			h.maintain(ctx)
+			h.pool.maintain(ctx)
 		case <-heartbeats:
 			h.heartbeat(ctx)
 		case <-h.wake:
@@ -197,16 +227,16 @@ func (h *Harness) poke() {
 	}
 }
 
-// stopAll cancels running turns and stops every agent process.
-func (h *Harness) stopAll() {
+// stop ends the run: it cancels running turns, stops every agent process, and waits for the
+// goroutines the harness started, so nothing touches the journal or the store after Run.
+func (h *Harness) stop(cancel context.CancelFunc) {
 	for _, stop := range h.inflight {
 		stop(errShutdown)
 	}
-	for _, s := range h.slots {
-		if s.proc != nil {
-			_ = s.proc.Kill()
-		}
-	}
+	cancel()
+	h.pool.killAll()
+	h.tasks.Wait()
+	h.pool.discardUnadopted()
 }
 
 var errShutdown = errors.New("harness shutting down")

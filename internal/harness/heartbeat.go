@@ -14,16 +14,14 @@ func (h *Harness) heartbeat(ctx context.Context) {
 	if h.heartbeatBusy || h.queue.Pending() {
 		return
 	}
-	s := h.claim("")
+	s := h.pool.claim("")
 	if s == nil {
 		return
 	}
 	s.busy = true
 	h.heartbeatBusy = true
 	in := turnInput{slot: s, proc: s.proc, ident: s.ident, session: s.heartbeat, heartbeat: true, turnID: "heartbeat"}
-	go func() {
-		h.results <- h.runHeartbeat(ctx, in)
-	}()
+	h.tasks.Go(func() { h.report(ctx, h.runHeartbeat(ctx, in)) })
 }
 
 // runHeartbeat prompts the slot's heartbeat session (created on first use, with no channel
@@ -31,22 +29,15 @@ func (h *Harness) heartbeat(ctx context.Context) {
 // successful heartbeat of that session only.
 func (h *Harness) runHeartbeat(ctx context.Context, in turnInput) (r turnResult) {
 	r.in = in
-	standing := h.standing(ctx, channel{}, false)
+	standing := h.relay.standing(ctx, channel{}, false)
 	sess := in.session
 	if sess == nil {
 		route := DecideRoute(in.ident)
 		if route == RouteGoose { // the probe is per channel session; heartbeats keep it simple
 			route = RouteUserMessage
 		}
-		params := acp.SessionParams{Cwd: h.cfg.AgentCwd, Meta: map[string]any{}}
-		sys := standing.SystemPrompt(h.cfg.AgentCwd)
-		switch route {
-		case RouteSpecSystemPrompt:
-			params.SystemPrompt = &acp.SystemPrompt{Mode: "append", Content: []acp.ContentBlock{{Type: "text", Text: sys}}}
-		case RouteClaudeMeta:
-			params.Meta["systemPrompt"] = map[string]any{"append": sys}
-		}
-		id, err := in.proc.NewSession(ctx, params)
+		spec := sessionSpec{route: route, system: standing.SystemPrompt(h.cfg.AgentCwd)}
+		id, err := in.proc.NewSession(ctx, h.sessions.params(spec))
 		if err != nil {
 			r.err = err
 			return r
@@ -64,8 +55,7 @@ func (h *Harness) runHeartbeat(ctx context.Context, in turnInput) (r turnResult)
 		blocks[i] = acp.ContentBlock{Type: "text", Text: t}
 	}
 	h.emit(in, "prompt", map[string]any{"sessionId": sess.ID, "blocks": texts, "heartbeat": true})
-	res, err := in.proc.Prompt(ctx, sess.ID, blocks, acp.PromptOptions{
-		IdleTimeout: h.cfg.IdleTimeout, HardTimeout: h.cfg.MaxTurnDuration, CancelGrace: h.cfg.CancelGrace})
+	res, err := in.proc.Prompt(ctx, sess.ID, blocks, h.cfg.promptOptions())
 	if err != nil {
 		r.err = err
 		return r

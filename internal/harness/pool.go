@@ -3,15 +3,16 @@ package harness
 import (
 	"context"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/buzz-harness/buzz/internal/acp"
 	"github.com/buzz-harness/buzz/internal/observer"
-	"github.com/buzz-harness/buzz/internal/prompt"
 	"github.com/buzz-harness/buzz/internal/protocol"
 )
 
@@ -22,7 +23,7 @@ const (
 	breakerOpen   = 5 * time.Minute
 )
 
-// slot is one agent process and the channel sessions it holds. The loop owns every field;
+// slot is one agent process and the conversation sessions it holds. The loop owns every field;
 // while busy, a turn goroutine owns only the chanSession it was handed.
 type slot struct {
 	idx      int
@@ -32,40 +33,27 @@ type slot struct {
 	ready    bool
 	starting bool
 	busy     bool
-	sessions map[string]*chanSession
+	sessions map[scopeKey]*chanSession
 	// heartbeat is the session heartbeats run in (no channel identity).
 	heartbeat *chanSession
-	pending   map[string]bool // channels whose session must be dropped when the turn returns
+	pending   map[scopeKey]bool // scopes whose session must be dropped when the turn returns
 	crashes   []time.Time
 	retryAt   time.Time
 	attempt   int
 }
 
-// chanSession is one ACP session for a channel, with what has been delivered to it.
-type chanSession struct {
-	ID           string
-	Route        Route
-	StandingSent bool
-	Delivered    map[string]bool
-	Turns        int
-	Resumed      bool
-	// opening is the standing context fetched when the session was opened, kept for its first
-	// briefing on the user-message route so the relay is not asked twice.
-	opening *prompt.Standing
-}
-
-// invalidateChannel drops the slot's session for a channel; for a busy slot the drop is deferred
-// to the turn's return. It reports whether a session was known.
-func (s *slot) invalidateChannel(ch string, busy bool) bool {
-	_, had := s.sessions[ch]
+// invalidate drops the slot's session for a scope; for a busy slot the drop is deferred to the
+// turn's return. It reports whether a session was known.
+func (s *slot) invalidate(k scopeKey, busy bool) bool {
+	_, had := s.sessions[k]
 	if busy {
 		if s.pending == nil {
-			s.pending = map[string]bool{}
+			s.pending = map[scopeKey]bool{}
 		}
-		s.pending[ch] = true
+		s.pending[k] = true
 		return had
 	}
-	delete(s.sessions, ch)
+	delete(s.sessions, k)
 	return had
 }
 
@@ -75,51 +63,79 @@ type spawnResult struct {
 	proc *acp.Process
 	init *acp.InitializeResult
 	err  error
-	// exited: a ready agent's process ended (sent by the watcher started in finishSpawn).
+	// exited: a ready agent's process ended (sent by the watcher that adopt starts).
 	exited bool
 }
 
+// pool is the agent processes: spawning them off the loop, adopting them, respawning with backoff
+// and a circuit breaker, and choosing one for a turn. The loop owns it (and every slot); the
+// goroutines it starts only report back on spawned and are joined through tasks.
+type pool struct {
+	cfg     *Config
+	client  acp.ClientConfig // callbacks and policy every agent's ACP client gets
+	log     *slog.Logger
+	now     func() time.Time
+	tasks   *sync.WaitGroup
+	slots   []*slot
+	spawned chan spawnResult // spawn attempts and process exits, for the loop
+	record  string           // where the live agents' process groups are recorded (reap.go)
+}
+
+// startAll creates the slots and starts every agent.
+func (p *pool) startAll(ctx context.Context) {
+	p.slots = make([]*slot, p.cfg.Agents)
+	for i := range p.slots {
+		p.slots[i] = &slot{idx: i}
+		p.startSpawn(ctx, p.slots[i])
+	}
+}
+
 // startSpawn launches the slot's agent process and initializes it in the background.
-func (h *Harness) startSpawn(ctx context.Context, s *slot) {
+func (p *pool) startSpawn(ctx context.Context, s *slot) {
 	s.gen++
 	s.starting, s.ready = true, false
 	gen := s.gen
-	go func() {
-		proc, init, err := h.spawnAgent(ctx, s.idx)
+	p.tasks.Go(func() {
+		proc, init, err := p.launch(ctx, s.idx)
 		if err != nil && proc != nil {
 			_ = proc.Kill()
 			proc = nil
 		}
-		h.spawns <- spawnResult{slot: s, gen: gen, proc: proc, init: init, err: err}
-	}()
+		p.report(ctx, spawnResult{slot: s, gen: gen, proc: proc, init: init, err: err})
+	})
 }
 
-func (h *Harness) spawnAgent(ctx context.Context, idx int) (*acp.Process, *acp.InitializeResult, error) {
-	logw := &lineLogger{log: h.log, agent: idx}
+// report hands a spawn result to the loop; once the run is over nobody adopts the process.
+func (p *pool) report(ctx context.Context, r spawnResult) {
+	select {
+	case p.spawned <- r:
+	case <-ctx.Done():
+		if r.proc != nil {
+			_ = r.proc.Kill()
+		}
+	}
+}
+
+func (p *pool) launch(ctx context.Context, idx int) (*acp.Process, *acp.InitializeResult, error) {
 	proc, err := acp.Spawn(ctx, acp.SpawnConfig{
-		Command: h.cfg.AgentCommand,
-		Args:    h.cfg.AgentArgs,
-		Env:     h.agentEnv(),
-		Dir:     h.cfg.AgentCwd,
-		Stderr:  logw,
-		Client: acp.ClientConfig{
-			OnLine:        h.onLine,
-			OnUpdate:      h.onUpdate,
-			Permissions:   h.permissionPolicy(),
-			ClientVersion: h.cfg.Version,
-		},
+		Command: p.cfg.AgentCommand,
+		Args:    p.cfg.AgentArgs,
+		Env:     agentEnv(p.cfg),
+		Dir:     p.cfg.AgentCwd,
+		Stderr:  &lineLogger{log: p.log, agent: idx},
+		Client:  p.client,
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	ictx, cancel := context.WithTimeout(ctx, h.cfg.InitTimeout)
+	ictx, cancel := context.WithTimeout(ctx, p.cfg.InitTimeout)
 	defer cancel()
 	init, err := proc.Initialize(ictx)
 	return proc, init, err
 }
 
-func (h *Harness) permissionPolicy() acp.PermissionPolicy {
-	if h.cfg.PermissionsDeny {
+func permissionPolicy(cfg *Config) acp.PermissionPolicy {
+	if cfg.PermissionsDeny {
 		return acp.PermissionDeny
 	}
 	return acp.PermissionAllow
@@ -127,7 +143,7 @@ func (h *Harness) permissionPolicy() acp.PermissionPolicy {
 
 // agentEnv is the harness's environment plus what the agent's `buzz` calls need: the relay URL,
 // the agent's own key, and a PATH on which `buzz` is the CLI shipped with this harness.
-func (h *Harness) agentEnv() []string {
+func agentEnv(cfg *Config) []string {
 	env := make([]string, 0, len(os.Environ())+4)
 	path := os.Getenv("PATH")
 	for _, kv := range os.Environ() {
@@ -138,15 +154,147 @@ func (h *Harness) agentEnv() []string {
 		}
 		env = append(env, kv)
 	}
-	if h.cfg.BuzzCLIDir != "" {
-		path = h.cfg.BuzzCLIDir + string(os.PathListSeparator) + path
+	if cfg.BuzzCLIDir != "" {
+		path = cfg.BuzzCLIDir + string(os.PathListSeparator) + path
 	}
 	env = append(env,
 		"PATH="+path,
-		"BUZZ_RELAY_URL="+h.cfg.RelayURL,
-		"BUZZ_PRIVATE_KEY="+protocol.Nsec(h.cfg.SecretKey),
+		"BUZZ_RELAY_URL="+cfg.RelayURL,
+		"BUZZ_PRIVATE_KEY="+protocol.Nsec(cfg.SecretKey),
 	)
-	return append(env, h.cfg.AgentEnv...)
+	return append(env, cfg.AgentEnv...)
+}
+
+// adopt makes a started agent the slot's process and watches for it to exit.
+func (p *pool) adopt(ctx context.Context, s *slot, proc *acp.Process, init *acp.InitializeResult) {
+	s.starting = false
+	s.proc, s.ready, s.attempt = proc, true, 0
+	s.sessions, s.pending, s.heartbeat = map[scopeKey]*chanSession{}, nil, nil
+	s.ident = AgentIdentity{
+		Name:             init.AgentName,
+		Version:          init.AgentVersion,
+		SpecSystemPrompt: init.HasSessionCapability("systemPrompt"),
+		LoadSession:      init.LoadSession,
+		Resume:           init.HasSessionCapability("resume"),
+	}
+	gen := s.gen
+	p.tasks.Go(func() {
+		select {
+		case <-proc.Exited():
+			p.report(ctx, spawnResult{slot: s, gen: gen, exited: true})
+		case <-ctx.Done():
+		}
+	})
+}
+
+// forget kills a slot's process (if any) and drops its sessions; news of it is ignored from now.
+func (p *pool) forget(s *slot) {
+	if s.proc != nil {
+		_ = s.proc.Kill()
+	}
+	s.proc, s.ready, s.sessions, s.pending, s.heartbeat = nil, false, nil, nil, nil
+	s.gen++
+}
+
+func (p *pool) scheduleRespawn(s *slot) {
+	now := p.now()
+	s.crashes = append(s.crashes, now)
+	for len(s.crashes) > 0 && now.Sub(s.crashes[0]) > breakerWindow {
+		s.crashes = s.crashes[1:]
+	}
+	s.attempt++
+	delay := p.respawnDelay(s.attempt)
+	if len(s.crashes) >= breakerTrips {
+		delay = breakerOpen
+		s.crashes = nil
+		p.log.Error("agent keeps crashing; circuit open", "slot", s.idx, "for", delay)
+	}
+	s.retryAt = now.Add(delay)
+}
+
+func (p *pool) respawnDelay(attempt int) time.Duration {
+	if p.cfg.RespawnBackoff != nil {
+		return p.cfg.RespawnBackoff(attempt)
+	}
+	d := time.Second << min(attempt-1, 5)
+	d = min(d, 30*time.Second)
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
+// maintain respawns slots whose backoff has passed.
+func (p *pool) maintain(ctx context.Context) {
+	now := p.now()
+	for _, s := range p.slots {
+		if !s.ready && !s.starting && !s.busy && !s.retryAt.IsZero() && !now.Before(s.retryAt) {
+			s.retryAt = time.Time{}
+			p.startSpawn(ctx, s)
+		}
+	}
+}
+
+// claim picks an idle ready slot for a scope, preferring one that already holds its session.
+func (p *pool) claim(k scopeKey) *slot {
+	var first *slot
+	for _, s := range p.slots {
+		if !s.ready || s.busy {
+			continue
+		}
+		if _, ok := s.sessions[k]; ok {
+			return s
+		}
+		if first == nil {
+			first = s
+		}
+	}
+	return first
+}
+
+func (p *pool) idle() bool { return p.claim("") != nil }
+
+// heldElsewhere reports whether a slot other than s holds a live session for k.
+func (p *pool) heldElsewhere(k scopeKey, s *slot) bool {
+	for _, o := range p.slots {
+		if _, ok := o.sessions[k]; ok && o != s {
+			return true
+		}
+	}
+	return false
+}
+
+// dropSessions forgets every slot's session for k (a busy slot's when its turn returns) and
+// reports whether any slot had one.
+func (p *pool) dropSessions(k scopeKey) bool {
+	had := false
+	for _, s := range p.slots {
+		if s.invalidate(k, s.busy) {
+			had = true
+		}
+	}
+	return had
+}
+
+// killAll stops every agent process (the run is ending).
+func (p *pool) killAll() {
+	for _, s := range p.slots {
+		if s.proc != nil {
+			_ = s.proc.Kill()
+		}
+	}
+}
+
+// discardUnadopted kills agents that started after the loop stopped listening; call it once the
+// spawning goroutines have returned.
+func (p *pool) discardUnadopted() {
+	for {
+		select {
+		case r := <-p.spawned:
+			if r.proc != nil {
+				_ = r.proc.Kill()
+			}
+		default:
+			return
+		}
+	}
 }
 
 // finishSpawn adopts a started agent, or schedules a retry with backoff.
@@ -164,32 +312,19 @@ func (h *Harness) finishSpawn(ctx context.Context, r spawnResult) {
 		}
 		return
 	}
-	s.starting = false
 	if r.err != nil {
+		s.starting = false
 		h.log.Error("agent failed to start", "slot", s.idx, "command", h.cfg.AgentCommand, "err", r.err)
 		h.bus.Publish(observer.Event{Type: "agent_exited", Data: map[string]any{"slot": s.idx, "reason": r.err.Error()}})
-		h.scheduleRespawn(s)
+		h.pool.scheduleRespawn(s)
 		return
 	}
-	s.proc, s.ready, s.attempt = r.proc, true, 0
-	s.sessions, s.pending, s.heartbeat = map[string]*chanSession{}, nil, nil
-	s.ident = AgentIdentity{
-		Name:             r.init.AgentName,
-		Version:          r.init.AgentVersion,
-		SpecSystemPrompt: r.init.HasSessionCapability("systemPrompt"),
-		LoadSession:      r.init.LoadSession,
-		Resume:           r.init.HasSessionCapability("resume"),
-	}
+	h.pool.adopt(ctx, s, r.proc, r.init)
 	h.log.Info("agent ready", "slot", s.idx, "pid", r.proc.Pid(), "agent", s.ident.Name, "version", s.ident.Version,
 		"route", DecideRoute(s.ident), "loadSession", s.ident.LoadSession, "resume", s.ident.Resume)
 	h.bus.Publish(observer.Event{Type: "agent_spawned", Data: map[string]any{
 		"slot": s.idx, "pid": r.proc.Pid(), "agentName": s.ident.Name, "agentVersion": s.ident.Version, "route": DecideRoute(s.ident)}})
-	h.recordAgents()
-	gen := s.gen
-	go func() {
-		<-r.proc.Exited()
-		h.spawns <- spawnResult{slot: s, gen: gen, exited: true}
-	}()
+	h.pool.recordAgents()
 }
 
 // handleExit reacts to an agent process ending while idle (a busy one is handled by its turn).
@@ -203,69 +338,10 @@ func (h *Harness) handleExit(s *slot) {
 
 // crashed forgets a slot's process and sessions and schedules a respawn.
 func (h *Harness) crashed(s *slot) {
-	if s.proc != nil {
-		_ = s.proc.Kill()
-	}
-	s.proc, s.ready, s.sessions, s.pending, s.heartbeat = nil, false, nil, nil, nil
-	s.gen++
+	h.pool.forget(s)
 	h.bus.Publish(observer.Event{Type: "agent_exited", Data: map[string]any{"slot": s.idx}})
-	h.scheduleRespawn(s)
+	h.pool.scheduleRespawn(s)
 }
-
-func (h *Harness) scheduleRespawn(s *slot) {
-	now := h.now()
-	s.crashes = append(s.crashes, now)
-	for len(s.crashes) > 0 && now.Sub(s.crashes[0]) > breakerWindow {
-		s.crashes = s.crashes[1:]
-	}
-	s.attempt++
-	delay := h.respawnDelay(s.attempt)
-	if len(s.crashes) >= breakerTrips {
-		delay = breakerOpen
-		s.crashes = nil
-		h.log.Error("agent keeps crashing; circuit open", "slot", s.idx, "for", delay)
-	}
-	s.retryAt = now.Add(delay)
-}
-
-func (h *Harness) respawnDelay(attempt int) time.Duration {
-	if h.cfg.RespawnBackoff != nil {
-		return h.cfg.RespawnBackoff(attempt)
-	}
-	d := time.Second << min(attempt-1, 5)
-	d = min(d, 30*time.Second)
-	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
-}
-
-// maintain respawns slots whose backoff has passed.
-func (h *Harness) maintain(ctx context.Context) {
-	now := h.now()
-	for _, s := range h.slots {
-		if !s.ready && !s.starting && !s.busy && !s.retryAt.IsZero() && !now.Before(s.retryAt) {
-			s.retryAt = time.Time{}
-			h.startSpawn(ctx, s)
-		}
-	}
-}
-
-// claim picks an idle ready slot for a channel, preferring one that already holds its session.
-func (h *Harness) claim(ch string) *slot {
-	var first *slot
-	for _, s := range h.slots {
-		if !s.ready || s.busy {
-			continue
-		}
-		if _, ok := s.sessions[ch]; ok {
-			return s
-		}
-		if first == nil {
-			first = s
-		}
-	}
-	return first
-}
-
-func (h *Harness) idleSlot() bool { return h.claim("") != nil }
 
 // lineLogger turns an agent's stderr into log lines.
 type lineLogger struct {

@@ -8,20 +8,20 @@ import (
 
 func TestRespawnBacksOffThenCircuitOpensAfterThreeCrashesInAMinute(t *testing.T) {
 	now := t0
-	h := &Harness{cfg: Config{RespawnBackoff: func(n int) time.Duration { return time.Duration(n) * time.Second }},
+	p := &pool{cfg: &Config{RespawnBackoff: func(n int) time.Duration { return time.Duration(n) * time.Second }},
 		now: func() time.Time { return now }, log: slog.New(slog.DiscardHandler)}
 	s := &slot{}
-	h.scheduleRespawn(s)
+	p.scheduleRespawn(s)
 	if got := s.retryAt.Sub(now); got != time.Second {
 		t.Fatalf("first respawn in %v, want the backoff's 1s", got)
 	}
 	now = now.Add(10 * time.Second)
-	h.scheduleRespawn(s)
+	p.scheduleRespawn(s)
 	if got := s.retryAt.Sub(now); got != 2*time.Second {
 		t.Fatalf("second respawn in %v, want 2s", got)
 	}
 	now = now.Add(10 * time.Second)
-	h.scheduleRespawn(s)
+	p.scheduleRespawn(s)
 	if got := s.retryAt.Sub(now); got != breakerOpen {
 		t.Fatalf("third crash within a minute: respawn in %v, want the open circuit's %v", got, breakerOpen)
 	}
@@ -29,11 +29,11 @@ func TestRespawnBacksOffThenCircuitOpensAfterThreeCrashesInAMinute(t *testing.T)
 
 func TestCrashesSpreadOverMoreThanAMinuteDoNotOpenTheCircuit(t *testing.T) {
 	now := t0
-	h := &Harness{cfg: Config{RespawnBackoff: func(int) time.Duration { return time.Second }},
+	p := &pool{cfg: &Config{RespawnBackoff: func(int) time.Duration { return time.Second }},
 		now: func() time.Time { return now }, log: slog.New(slog.DiscardHandler)}
 	s := &slot{}
 	for range 5 {
-		h.scheduleRespawn(s)
+		p.scheduleRespawn(s)
 		if got := s.retryAt.Sub(now); got != time.Second {
 			t.Fatalf("respawn in %v with crashes 40s apart, want 1s", got)
 		}

@@ -22,14 +22,15 @@ type agentProc struct {
 	StartTime uint64 `json:"startTime"` // from /proc/<pid>/stat, so a reused pid is never killed
 }
 
-func (h *Harness) agentsFile() string {
-	return filepath.Join(h.cfg.StateDir, "agents-"+h.agent+".json")
+// agentsFile is where the agents' process groups are recorded, one file per agent key.
+func agentsFile(stateDir, agent string) string {
+	return filepath.Join(stateDir, "agents-"+agent+".json")
 }
 
 // recordAgents writes the live agents' process groups.
-func (h *Harness) recordAgents() {
+func (p *pool) recordAgents() {
 	var procs []agentProc
-	for _, s := range h.slots {
+	for _, s := range p.slots {
 		if s.proc == nil {
 			continue
 		}
@@ -38,26 +39,26 @@ func (h *Harness) recordAgents() {
 		}
 	}
 	raw, _ := json.Marshal(procs)
-	if err := atomicfile.WriteFile(h.agentsFile(), raw, 0o600); err != nil {
-		h.log.Warn("cannot record agent processes", "err", err)
+	if err := atomicfile.WriteFile(p.record, raw, 0o600); err != nil {
+		p.log.Warn("cannot record agent processes", "err", err)
 	}
 }
 
 // reapOrphans kills the process groups of agents a previous harness left running.
-func (h *Harness) reapOrphans() {
-	raw, err := os.ReadFile(h.agentsFile())
+func (p *pool) reapOrphans() {
+	raw, err := os.ReadFile(p.record)
 	if err != nil {
 		return
 	}
 	var procs []agentProc
 	if json.Unmarshal(raw, &procs) != nil {
-		h.log.Warn("ignoring unreadable agent process record", "path", h.agentsFile())
+		p.log.Warn("ignoring unreadable agent process record", "path", p.record)
 		return
 	}
-	for _, p := range procs {
-		if st, ok := procStartTime(p.PID); ok && st == p.StartTime {
-			h.log.Warn("killing agent left running by a previous buzz-acp", "pid", p.PID)
-			_ = syscall.Kill(-p.PID, syscall.SIGKILL)
+	for _, a := range procs {
+		if st, ok := procStartTime(a.PID); ok && st == a.StartTime {
+			p.log.Warn("killing agent left running by a previous buzz-acp", "pid", a.PID)
+			_ = syscall.Kill(-a.PID, syscall.SIGKILL)
 		}
 	}
 }

@@ -35,14 +35,23 @@ var claudeAgentPackages = map[string]bool{
 type AgentIdentity struct {
 	Name             string
 	Version          string
-	SpecSystemPrompt bool // sessionCapabilities.systemPrompt advertised
-	GooseProbe       *bool
+	SpecSystemPrompt bool       // sessionCapabilities.systemPrompt advertised
+	GooseProbe       ProbeState // what goose's system-prompt method did on this process
 	LoadSession      bool
 	Resume           bool
 }
 
+// ProbeState is what goose's system-prompt probe found on an agent process.
+type ProbeState int
+
+const (
+	ProbeUnknown     ProbeState = iota // not tried yet (or not goose)
+	ProbeSupported                     // the custom method took the system prompt
+	ProbeUnsupported                   // method not found: standing context goes in the user message
+)
+
 // DecideRoute picks the standing-context route for an agent. goose is RouteGoose until its probe
-// has failed (GooseProbe false); a failed probe falls back to the user message.
+// has found the method missing; then standing context falls back to the user message.
 func DecideRoute(a AgentIdentity) Route {
 	name := strings.ToLower(strings.TrimSpace(a.Name))
 	switch {
@@ -50,7 +59,7 @@ func DecideRoute(a AgentIdentity) Route {
 		return RouteSpecSystemPrompt
 	case claudeAgentPackages[name] && versionAtLeast(a.Version, 0, 6, 0):
 		return RouteClaudeMeta
-	case name == "goose" && (a.GooseProbe == nil || *a.GooseProbe):
+	case name == "goose" && a.GooseProbe != ProbeUnsupported:
 		return RouteGoose
 	}
 	return RouteUserMessage

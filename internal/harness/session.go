@@ -4,148 +4,106 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/buzz-harness/buzz/internal/acp"
-	"github.com/buzz-harness/buzz/internal/observer"
 	"github.com/buzz-harness/buzz/internal/prompt"
 	"github.com/buzz-harness/buzz/internal/sessionstore"
 )
 
 const gooseSystemPromptMethod = "_goose/unstable/session/system-prompt/set"
 
-// openSession resumes the channel's remembered session when the agent can (session/resume, else
-// session/load), and otherwise creates one. A definite refusal forgets the record and falls back
-// to session/new in the same turn; an indeterminate failure (timeout, agent exit) reports
-// resumeLost so the loop respawns the agent and tries once more before falling back.
-func (h *Harness) openSession(ctx context.Context, in turnInput) (sess *chanSession, goose *bool, resumeLost bool, err error) {
-	ch := in.channel
-	route := DecideRoute(in.ident)
-	standing := h.standing(ctx, ch, true)
-	sysText := standing.SystemPrompt(h.cfg.AgentCwd)
-	params := acp.SessionParams{Cwd: h.cfg.AgentCwd, Meta: h.sessionMeta(ch, route, sysText)}
-	if route == RouteSpecSystemPrompt && sysText != "" {
-		params.SystemPrompt = &acp.SystemPrompt{Mode: "append", Content: []acp.ContentBlock{{Type: "text", Text: sysText}}}
-	}
+// scopeKey names a conversation: the key of its queue, in-flight turn and agent sessions. Today
+// every channel is one conversation, so it is the channel id.
+type scopeKey string
 
-	if rec, ok := h.store.Get(ch.ID, h.storeScope()); ok && !in.fresh && !in.noResume && (in.ident.Resume || in.ident.LoadSession) {
-		params.SessionID = rec.SessionID
-		method := "session/load"
-		if in.ident.Resume {
-			method = "session/resume"
-			err = in.proc.ResumeSession(ctx, params)
-		} else {
-			err = in.proc.LoadSession(ctx, params)
-		}
-		var rpc *acp.RPCError
-		switch {
-		case err == nil:
-			_ = h.store.Touch(ch.ID, h.now())
-			sess = &chanSession{ID: rec.SessionID, Route: route, Delivered: map[string]bool{}, Resumed: true, opening: &standing}
-			h.emitSession(in, sess, "session_resumed", map[string]any{"sessionId": rec.SessionID, "method": method})
-			if route.SystemRole() && route != RouteGoose && sysText != "" {
-				h.emitSystemPrompt(in, sess, standing, nil)
-			}
-			return sess, nil, false, nil
-		case errors.As(err, &rpc):
-			h.log.Info("resume refused; starting a new session", "channel", ch.ID, "session", rec.SessionID, "err", err)
-			_ = h.store.Remove(ch.ID)
-			h.emitSession(in, nil, "session_resume_failed", map[string]any{"sessionId": rec.SessionID, "reason": err.Error()})
-		case ctx.Err() != nil:
-			return nil, nil, false, ctx.Err()
-		case !in.retried:
-			h.emitSession(in, nil, "session_resume_failed", map[string]any{"sessionId": rec.SessionID, "reason": err.Error(), "retry": true})
-			return nil, nil, true, err
-		default:
-			h.log.Warn("resume failed twice; starting a new session", "channel", ch.ID, "err", err)
-			_ = h.store.Remove(ch.ID)
-			h.emitSession(in, nil, "session_resume_failed", map[string]any{"sessionId": rec.SessionID, "reason": err.Error()})
-			return nil, nil, false, err // the agent is gone; the loop respawns and the retry opens a new session
-		}
-		params.SessionID = ""
-	}
+func channelScope(channelID string) scopeKey { return scopeKey(channelID) }
 
-	if in.fresh {
-		params.Meta["freshSession"] = true
-	}
-	id, err := in.proc.NewSession(ctx, params)
-	if err != nil {
-		return nil, nil, false, err
-	}
-	sess = &chanSession{ID: id, Route: route, Delivered: map[string]bool{}, opening: &standing}
-	if route == RouteGoose && sysText != "" {
-		err := in.proc.Call(ctx, gooseSystemPromptMethod, map[string]any{
-			"sessionId": id, "mode": "append", "key": "buzz", "text": sysText}, nil)
-		var rpc *acp.RPCError
-		switch {
-		case err == nil:
-			ok := true
-			goose = &ok
-		case errors.As(err, &rpc) && rpc.Code == acp.CodeMethodNotFound:
-			no := false
-			goose = &no
-			sess.Route = RouteUserMessage
-		default:
-			return nil, nil, false, fmt.Errorf("goose system prompt: %w", err) // an agent error: keep the agent
-		}
-	}
-	now := h.now()
-	if err := h.store.Put(ch.ID, sessionstore.Record{
-		SessionID: id, RelayURL: h.cfg.RelayURL, AgentCommand: h.commandLine(), CreatedAt: now, LastUsedAt: now,
-	}); err != nil {
-		h.log.Warn("session store", "err", err)
-	}
-	h.emitSession(in, sess, "session_resolved", map[string]any{"sessionId": id, "isNewSession": true})
-	if sess.Route.SystemRole() && sysText != "" {
-		h.emitSystemPrompt(in, sess, standing, nil)
-	}
-	if h.cfg.InitialMessage != "" {
-		if err := h.initialMessage(ctx, in, sess, standing); err != nil {
-			return nil, goose, false, err
-		}
-	}
-	return sess, goose, false, nil
+// channelID is the channel the conversation happens in.
+func (k scopeKey) channelID() string { return string(k) }
+
+// chanSession is one ACP session for a channel, with what has been delivered to it.
+type chanSession struct {
+	ID           string
+	Route        Route
+	StandingSent bool
+	Delivered    map[string]bool
+	Turns        int
+	Resumed      bool
+	// opening is the standing context fetched when the session was opened, kept for its first
+	// briefing on the user-message route so the relay is not asked twice.
+	opening *prompt.Standing
 }
 
-// initialMessage sends --initial-message as its own first prompt of a new session, with the
-// standing sections in front for user-message agents (which then count as briefed).
-func (h *Harness) initialMessage(ctx context.Context, in turnInput, sess *chanSession, standing prompt.Standing) error {
-	body := h.cfg.InitialMessage
-	if !sess.Route.SystemRole() {
-		body = prompt.PrependStanding(standing, body)
-	}
-	blocks := []acp.ContentBlock{{Type: "text", Text: body}}
-	if !sess.Route.SystemRole() {
-		h.emitSystemPrompt(in, sess, standing, nil)
-	}
-	_, err := in.proc.Prompt(ctx, sess.ID, blocks, acp.PromptOptions{
-		IdleTimeout: h.cfg.IdleTimeout, HardTimeout: h.cfg.MaxTurnDuration, CancelGrace: h.cfg.CancelGrace})
-	if err == nil && !sess.Route.SystemRole() {
-		sess.StandingSent = true
-	}
-	return err
+// errResumeLost: resuming the remembered session failed indeterminately (timeout, agent exit).
+// The loop respawns the agent and tries once more before falling back to a new session.
+var errResumeLost = errors.New("session resume lost")
+
+// errResumeRefused: the agent definitely refused the remembered session; a new one is opened in
+// the same turn.
+var errResumeRefused = errors.New("session resume refused")
+
+// sessionFeed is where session opening reports what it did.
+type sessionFeed interface {
+	emitSession(in turnInput, sess *chanSession, typ string, data map[string]any)
+	emitSystemPrompt(in turnInput, sess *chanSession, standing prompt.Standing, blocks []string)
 }
 
-// sessionMeta is the one _meta object of session/new (and load/resume): title, channel identity
-// and, for claude-agent-acp, the system prompt.
-func (h *Harness) sessionMeta(ch channel, route Route, sysText string) map[string]any {
-	meta := map[string]any{}
-	if t := h.sessionTitle(ch); t != "" {
-		meta["sessionTitle"] = t
+// sessionOpener opens a conversation's ACP session on an agent: it resumes the remembered one
+// when the agent can (session/resume, else session/load) and otherwise creates one (then runs
+// goose's system-prompt probe and --initial-message). It runs on turn goroutines.
+type sessionOpener struct {
+	cfg   *Config
+	store *sessionstore.Store
+	relay *relayClient
+	feed  sessionFeed
+	log   *slog.Logger
+	now   func() time.Time
+}
+
+// sessionSpec is what decides a session's parameters.
+type sessionSpec struct {
+	channel *channel // nil: a heartbeat session, which has no channel identity
+	route   Route
+	system  string // standing context text, for the routes that carry it in the parameters
+	fresh   bool   // the owner rotated: _meta.freshSession
+}
+
+// params builds the parameters of session/new, session/load and session/resume — the one place
+// that decides what a session is opened with: cwd, the spec system prompt, and _meta (title,
+// channel identity, freshSession, claude-agent-acp's system prompt). MCP servers, model and mode
+// belong here too when they come (acp sends mcpServers: [] until then).
+func (o *sessionOpener) params(spec sessionSpec) acp.SessionParams {
+	p := acp.SessionParams{Cwd: o.cfg.AgentCwd, Meta: map[string]any{}}
+	if ch := spec.channel; ch != nil {
+		if t := o.sessionTitle(*ch); t != "" {
+			p.Meta["sessionTitle"] = t
+		}
+		p.Meta["channelId"] = ch.ID
+		if ch.Type != "unknown" && ch.Type != "" {
+			p.Meta["channelType"] = ch.Type
+		}
 	}
-	meta["channelId"] = ch.ID
-	if ch.Type != "unknown" && ch.Type != "" {
-		meta["channelType"] = ch.Type
+	if spec.fresh {
+		p.Meta["freshSession"] = true
 	}
-	if route == RouteClaudeMeta && sysText != "" {
-		meta["systemPrompt"] = map[string]any{"append": sysText}
+	if spec.system == "" {
+		return p
 	}
-	return meta
+	switch spec.route {
+	case RouteSpecSystemPrompt:
+		p.SystemPrompt = &acp.SystemPrompt{Mode: "append", Content: []acp.ContentBlock{{Type: "text", Text: spec.system}}}
+	case RouteClaudeMeta:
+		p.Meta["systemPrompt"] = map[string]any{"append": spec.system}
+	}
+	return p
 }
 
 // sessionTitle is "<agent> · #<channel>" (bare agent name for DMs and unnamed channels), ≤80 chars.
-func (h *Harness) sessionTitle(ch channel) string {
-	name := strings.TrimSpace(h.cfg.SessionTitle)
+func (o *sessionOpener) sessionTitle(ch channel) string {
+	name := strings.TrimSpace(o.cfg.SessionTitle)
 	if name == "" {
 		name = "buzz-acp"
 	}
@@ -159,80 +117,142 @@ func (h *Harness) sessionTitle(ch channel) string {
 	return t
 }
 
-func (h *Harness) commandLine() string {
-	return strings.Join(append([]string{h.cfg.AgentCommand}, h.cfg.AgentArgs...), " ")
-}
-
-func (h *Harness) emitSession(in turnInput, sess *chanSession, typ string, data map[string]any) {
-	sid := ""
-	if sess != nil {
-		sid = sess.ID
-	}
-	h.bus.Publish(observer.Event{Type: typ, ChannelID: in.channel.ID, SessionID: sid, TurnID: in.turnID, Data: data})
-}
-
-// emitSystemPrompt publishes the standing context a session was given, split into its sections,
-// whichever route carried it (for user-message agents, from the prompt's leading blocks).
-func (h *Harness) emitSystemPrompt(in turnInput, sess *chanSession, standing prompt.Standing, blocks []string) {
-	var secs []prompt.Section
-	text := ""
-	if blocks != nil {
-		secs = prompt.ParseStandingBlocks(blocks)
-		parts := make([]string, len(secs))
-		for i, s := range secs {
-			parts[i] = s.Text
+// open returns the turn's session and what goose's probe found, if it ran. A definite refusal
+// of the remembered session forgets it and opens a new one in the same turn; an indeterminate
+// failure returns errResumeLost.
+func (o *sessionOpener) open(ctx context.Context, in turnInput) (*chanSession, ProbeState, error) {
+	route := DecideRoute(in.ident)
+	standing := o.relay.standing(ctx, in.channel, true)
+	spec := sessionSpec{channel: &in.channel, route: route, system: standing.SystemPrompt(o.cfg.AgentCwd), fresh: in.fresh}
+	if rec, ok := o.store.Get(in.channel.ID, o.cfg.storeScope()); ok && !in.fresh && !in.noResume && (in.ident.Resume || in.ident.LoadSession) {
+		sess, err := o.resume(ctx, in, spec, rec.SessionID, standing)
+		if !errors.Is(err, errResumeRefused) {
+			return sess, ProbeUnknown, err
 		}
-		text = strings.Join(parts, "\n\n")
+	}
+	return o.create(ctx, in, spec, standing)
+}
+
+// resume asks the agent for the remembered session id. errResumeRefused means open a new one.
+func (o *sessionOpener) resume(ctx context.Context, in turnInput, spec sessionSpec, id string, standing prompt.Standing) (*chanSession, error) {
+	ch := in.channel
+	params := o.params(spec)
+	params.SessionID = id
+	method := "session/load"
+	var err error
+	if in.ident.Resume {
+		method = "session/resume"
+		err = in.proc.ResumeSession(ctx, params)
 	} else {
-		text = standing.SystemPrompt(h.cfg.AgentCwd)
-		secs = prompt.ParseStandingSections(text)
+		err = in.proc.LoadSession(ctx, params)
 	}
-	out := make([]map[string]string, len(secs))
-	for i, s := range secs {
-		out[i] = map[string]string{"label": s.Label, "body": s.Body}
+	var rpc *acp.RPCError
+	switch {
+	case err == nil:
+		_ = o.store.Touch(ch.ID, o.now())
+		sess := &chanSession{ID: id, Route: spec.route, Delivered: map[string]bool{}, Resumed: true, opening: &standing}
+		o.feed.emitSession(in, sess, "session_resumed", map[string]any{"sessionId": id, "method": method})
+		if spec.route.SystemRole() && spec.route != RouteGoose && spec.system != "" {
+			o.feed.emitSystemPrompt(in, sess, standing, nil)
+		}
+		return sess, nil
+	case errors.As(err, &rpc):
+		o.log.Info("resume refused; starting a new session", "channel", ch.ID, "session", id, "err", err)
+		_ = o.store.Remove(ch.ID)
+		o.feed.emitSession(in, nil, "session_resume_failed", map[string]any{"sessionId": id, "reason": err.Error()})
+		return nil, errResumeRefused
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case !in.retried:
+		o.feed.emitSession(in, nil, "session_resume_failed", map[string]any{"sessionId": id, "reason": err.Error(), "retry": true})
+		return nil, fmt.Errorf("%w: %w", errResumeLost, err)
+	default:
+		o.log.Warn("resume failed twice; starting a new session", "channel", ch.ID, "err", err)
+		_ = o.store.Remove(ch.ID)
+		o.feed.emitSession(in, nil, "session_resume_failed", map[string]any{"sessionId": id, "reason": err.Error()})
+		return nil, err // the agent is gone; the loop respawns and the retry opens a new session
 	}
-	h.emitSession(in, sess, "system_prompt", map[string]any{"route": sess.Route, "text": text, "sections": out})
 }
 
-// maxFeedText caps text copied into the activity feed: an agent may write lines of any size, and
-// the feed is for reading, not archiving.
-const maxFeedText = 64 << 10
-
-func clip(s string) string {
-	if len(s) <= maxFeedText {
-		return s
+// create opens a new session, remembers it, and briefs it by its route.
+func (o *sessionOpener) create(ctx context.Context, in turnInput, spec sessionSpec, standing prompt.Standing) (*chanSession, ProbeState, error) {
+	id, err := in.proc.NewSession(ctx, o.params(spec))
+	if err != nil {
+		return nil, ProbeUnknown, err
 	}
-	return s[:maxFeedText] + fmt.Sprintf("… [%d bytes cut]", len(s)-maxFeedText)
+	sess := &chanSession{ID: id, Route: spec.route, Delivered: map[string]bool{}, opening: &standing}
+	probe := ProbeUnknown
+	if spec.route == RouteGoose && spec.system != "" {
+		if probe, err = probeGoose(ctx, in.proc, id, spec.system); err != nil {
+			return nil, probe, err // an agent error: keep the agent
+		}
+		if probe == ProbeUnsupported {
+			sess.Route = RouteUserMessage
+		}
+	}
+	now := o.now()
+	if err := o.store.Put(in.channel.ID, sessionstore.Record{
+		SessionID: id, RelayURL: o.cfg.RelayURL, AgentCommand: o.cfg.commandLine(), CreatedAt: now, LastUsedAt: now,
+	}); err != nil {
+		o.log.Warn("session store", "err", err)
+	}
+	o.feed.emitSession(in, sess, "session_resolved", map[string]any{"sessionId": id, "isNewSession": true})
+	if sess.Route.SystemRole() && spec.system != "" {
+		o.feed.emitSystemPrompt(in, sess, standing, nil)
+	}
+	if o.cfg.InitialMessage != "" {
+		if err := o.initialMessage(ctx, in, sess, standing); err != nil {
+			return nil, probe, err
+		}
+	}
+	return sess, probe, nil
 }
 
-// onLine records every raw ACP line (secrets redacted, long lines clipped) on the activity feed.
-func (h *Harness) onLine(l acp.Line) {
-	line := string(l.Data)
-	if len(line) > maxFeedText {
-		line = line[:maxFeedText] // redact only what is kept
+// probeGoose hands goose the system prompt through its custom method. Method-not-found means
+// this goose lacks it; any other error fails the session.
+func probeGoose(ctx context.Context, proc *acp.Process, sessionID, text string) (ProbeState, error) {
+	err := proc.Call(ctx, gooseSystemPromptMethod, map[string]any{
+		"sessionId": sessionID, "mode": "append", "key": "buzz", "text": text}, nil)
+	var rpc *acp.RPCError
+	switch {
+	case err == nil:
+		return ProbeSupported, nil
+	case errors.As(err, &rpc) && rpc.Code == acp.CodeMethodNotFound:
+		return ProbeUnsupported, nil
+	default:
+		return ProbeUnknown, fmt.Errorf("goose system prompt: %w", err)
 	}
-	h.bus.Publish(observer.Event{Type: "acp_line", Data: map[string]any{"dir": l.Dir, "bytes": len(l.Data), "line": observer.Redact(line) + cutNote(len(l.Data))}})
 }
 
-func cutNote(n int) string {
-	if n <= maxFeedText {
-		return ""
+// initialMessage sends --initial-message as its own first prompt of a new session, with the
+// standing sections in front for user-message agents (which then count as briefed).
+func (o *sessionOpener) initialMessage(ctx context.Context, in turnInput, sess *chanSession, standing prompt.Standing) error {
+	body := o.cfg.InitialMessage
+	if !sess.Route.SystemRole() {
+		body = prompt.PrependStanding(standing, body)
 	}
-	return fmt.Sprintf("… [%d bytes cut]", n-maxFeedText)
+	blocks := []acp.ContentBlock{{Type: "text", Text: body}}
+	if !sess.Route.SystemRole() {
+		o.feed.emitSystemPrompt(in, sess, standing, nil)
+	}
+	_, err := in.proc.Prompt(ctx, sess.ID, blocks, o.cfg.promptOptions())
+	if err == nil && !sess.Route.SystemRole() {
+		sess.StandingSent = true
+	}
+	return err
 }
 
-// onUpdate turns session/update notifications into activity; replayed history is marked.
-func (h *Harness) onUpdate(u acp.SessionUpdate) {
-	data := map[string]any{"kind": u.Kind, "replay": u.Replay}
-	if u.Text != "" {
-		data["text"] = clip(u.Text)
-	}
-	if u.ToolCallID != "" {
-		data["toolCallId"], data["title"], data["status"] = u.ToolCallID, u.Title, u.Status
-	}
-	typ := "agent_update"
-	if u.Replay {
-		typ = "history"
-	}
-	h.bus.Publish(observer.Event{Type: typ, SessionID: u.SessionID, Data: data})
+// commandLine is the agent command as remembered with its sessions.
+func (c *Config) commandLine() string {
+	return strings.Join(append([]string{c.AgentCommand}, c.AgentArgs...), " ")
+}
+
+// storeScope is what a remembered session must match to be resumed: the same relay and agent.
+func (c *Config) storeScope() sessionstore.Scope {
+	return sessionstore.Scope{RelayURL: c.RelayURL, AgentCommand: c.commandLine()}
+}
+
+// promptOptions are the timeouts of every session/prompt.
+func (c *Config) promptOptions() acp.PromptOptions {
+	return acp.PromptOptions{IdleTimeout: c.IdleTimeout, HardTimeout: c.MaxTurnDuration, CancelGrace: c.CancelGrace}
 }

@@ -4,14 +4,11 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/buzz-harness/buzz/internal/acp"
-	"github.com/buzz-harness/buzz/internal/observer"
 	"github.com/buzz-harness/buzz/internal/prompt"
-	"github.com/buzz-harness/buzz/internal/sessionstore"
 )
 
 // turnInput is everything a turn goroutine needs; it touches nothing else of the harness's state.
@@ -20,6 +17,7 @@ type turnInput struct {
 	proc    *acp.Process
 	ident   AgentIdentity
 	channel channel
+	scope   scopeKey // the conversation the batch belongs to
 	batch   *Batch
 	session *chanSession // nil: open one (resume, load or new)
 	retried bool         // an indeterminate resume already cost one respawn
@@ -36,19 +34,18 @@ type turnInput struct {
 type turnResult struct {
 	in         turnInput
 	session    *chanSession // the session used (nil if none could be opened)
-	gooseProbe *bool
-	stop       string // stopReason when the prompt returned
+	gooseProbe ProbeState   // what opening a goose session found (ProbeUnknown: not probed)
+	stop       string       // stopReason when the prompt returned
 	delivered  []string
-	standing   bool // standing context went out in this prompt's user message
-	err        error
+	standing   bool  // standing context went out in this prompt's user message
+	err        error // errResumeLost: respawn the agent and try the resume once more
 	cause      error // why the turn's context was cancelled, if it was
-	resumeLost bool  // resume failed indeterminately: respawn and retry once
 	answered   bool  // the turn failed, but the agent's reply had already landed
 }
 
 // dispatch starts turns while there is ready work and an idle agent.
 func (h *Harness) dispatch(ctx context.Context) {
-	for ctx.Err() == nil && h.idleSlot() {
+	for ctx.Err() == nil && h.pool.idle() {
 		b, ok := h.queue.Next(h.now())
 		if !ok {
 			return
@@ -58,33 +55,44 @@ func (h *Harness) dispatch(ctx context.Context) {
 			h.queue.Drop(b.ChannelID)
 			continue
 		}
-		s := h.claim(b.ChannelID)
+		k := channelScope(b.ChannelID)
+		s := h.pool.claim(k)
 		in := turnInput{
-			slot: s, proc: s.proc, ident: s.ident, channel: *c, batch: b,
-			session: s.sessions[b.ChannelID],
+			slot: s, proc: s.proc, ident: s.ident, channel: *c, scope: k, batch: b,
+			session: s.sessions[k],
 			turnID:  b.Last().ID[:12],
 		}
 		if in.session == nil {
 			in.fresh = h.store.TakeFresh(c.ID)
-			in.retried = h.resumeRetried[c.ID]
-			for _, o := range h.slots {
-				if _, ok := o.sessions[c.ID]; ok && o != s {
-					in.noResume = true
-				}
-			}
+			in.retried = h.resumeRetried[k]
+			in.noResume = h.pool.heldElsewhere(k, s)
 		}
-		s.busy = true
-		tctx, cancel := context.WithCancelCause(ctx)
-		h.inflight[c.ID] = cancel
-		go func() {
-			r := h.runTurn(tctx, in)
-			r.cause = context.Cause(tctx)
-			if r.cause == context.Canceled || errors.Is(r.cause, ctx.Err()) && ctx.Err() != nil {
-				r.cause = errShutdown
-			}
-			cancel(nil)
-			h.results <- r
-		}()
+		h.startTurn(ctx, in)
+	}
+}
+
+// startTurn runs a turn on its own goroutine with exclusive use of the slot; the result comes
+// back to the loop on h.results.
+func (h *Harness) startTurn(ctx context.Context, in turnInput) {
+	in.slot.busy = true
+	tctx, cancel := context.WithCancelCause(ctx)
+	h.inflight[in.scope] = cancel
+	h.tasks.Go(func() {
+		r := h.runTurn(tctx, in)
+		r.cause = context.Cause(tctx)
+		if r.cause == context.Canceled || errors.Is(r.cause, ctx.Err()) && ctx.Err() != nil {
+			r.cause = errShutdown
+		}
+		cancel(nil)
+		h.report(ctx, r)
+	})
+}
+
+// report hands a turn's result to the loop (nobody listens once the run is over).
+func (h *Harness) report(ctx context.Context, r turnResult) {
+	select {
+	case h.results <- r:
+	case <-ctx.Done():
 	}
 }
 
@@ -100,7 +108,7 @@ func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 	sess := in.session
 	if sess == nil {
 		var err error
-		sess, r.gooseProbe, r.resumeLost, err = h.openSession(ctx, in)
+		sess, r.gooseProbe, err = h.sessions.open(ctx, in)
 		if err != nil {
 			r.err = err
 			return r
@@ -108,7 +116,7 @@ func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 	}
 	r.session = sess
 
-	rendered := h.renderTurn(ctx, in, sess)
+	rendered := h.relay.renderTurn(ctx, in, sess)
 	blocks := make([]acp.ContentBlock, len(rendered.Blocks))
 	for i, b := range rendered.Blocks {
 		blocks[i] = acp.ContentBlock{Type: "text", Text: b}
@@ -125,15 +133,13 @@ func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 	})
 	h.emit(in, "prompt", map[string]any{"sessionId": sess.ID, "blocks": rendered.Blocks})
 
-	res, err := in.proc.Prompt(ctx, sess.ID, blocks, acp.PromptOptions{
-		IdleTimeout: h.cfg.IdleTimeout, HardTimeout: h.cfg.MaxTurnDuration, CancelGrace: h.cfg.CancelGrace,
-	})
+	res, err := in.proc.Prompt(ctx, sess.ID, blocks, h.cfg.promptOptions())
 	dur := h.now().Sub(start)
 	if err != nil && isTransport(err) && ctx.Err() == nil {
 		// The agent died or timed out; its reply may already be in the channel. Kill its whole
 		// process group first, so no straggler (a `buzz` call still running) posts after we look.
 		_ = in.proc.Kill()
-		r.answered = h.answered(context.WithoutCancel(ctx), in.channel.ID, in.batch.Events(), start)
+		r.answered = h.relay.answered(context.WithoutCancel(ctx), in.channel.ID, in.batch.Events(), start)
 	}
 	if err != nil {
 		r.err = err
@@ -147,89 +153,147 @@ func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 	return r
 }
 
+// turnOutcome is what a finished turn means for its batch, session and agent.
+type turnOutcome int
+
+const (
+	turnStopped      turnOutcome = iota // owner cancel, rotate or leave: drop the batch and the session
+	turnDone                            // answered: commit delivery
+	turnAnsweredLate                    // the agent failed after its reply landed: respawn, do not retry
+	turnResumeLost                      // resume failed indeterminately: respawn and try once more
+	turnFailed                          // retry with backoff (or a named quota wait); dead-letter at the limit
+)
+
+// decideOutcome classifies a turn's result; left: the agent is no longer in the channel.
+func decideOutcome(r turnResult, left bool) turnOutcome {
+	stopped := r.cause != nil && r.cause != errShutdown // owner cancel, rotate, or the channel was left
+	switch {
+	case stopped || left:
+		return turnStopped
+	case r.err == nil:
+		return turnDone
+	case r.answered:
+		return turnAnsweredLate
+	case errors.Is(r.err, errResumeLost):
+		return turnResumeLost
+	default:
+		return turnFailed
+	}
+}
+
 // finishTurn applies a turn's outcome: commit delivery, requeue or dead-letter, respawn.
 func (h *Harness) finishTurn(ctx context.Context, r turnResult) {
 	if r.in.heartbeat {
 		h.finishHeartbeat(r)
 		return
 	}
-	in := r.in
-	s, ch := in.slot, in.channel.ID
-	delete(h.inflight, ch)
-	delete(h.resumeRetried, ch)
+	s, k := r.in.slot, r.in.scope
+	delete(h.inflight, k)
+	delete(h.resumeRetried, k)
 	s.busy = false
-	if r.gooseProbe != nil {
+	if r.gooseProbe != ProbeUnknown {
 		s.ident.GooseProbe = r.gooseProbe
 	}
 	// Keep the session the turn used or opened while its agent is usable; the outcomes below
 	// drop it where the session must not be reused.
 	if r.session != nil && !isTransport(r.err) && s.sessions != nil {
-		s.sessions[ch] = r.session
+		s.sessions[k] = r.session
 	}
-
-	stopped := r.cause != nil && r.cause != errShutdown // owner cancel, rotate, or the channel was left
-	switch {
-	case stopped || h.removed[ch] || h.channels[ch] == nil:
-		// The batch is dropped and the session not reused, whatever the agent answered.
-		h.queue.Drop(ch)
-		h.done(in.batch.IDs()...)
-		s.invalidateChannel(ch, false)
-		if isTransport(r.err) && !errors.Is(r.err, context.Canceled) {
-			h.crashed(s)
-		}
-		if h.channels[ch] == nil {
-			_ = h.store.Remove(ch) // a turn's Put may have raced the leave
-		}
-		h.log.Info("turn stopped", "channel", ch, "why", cmp.Or(r.cause, errLeft))
-	case r.err == nil:
-		h.queue.Complete(ch)
-		h.done(in.batch.IDs()...)
-		sess := r.session
-		sess.Turns++
-		if r.standing {
-			sess.StandingSent = true
-		}
-		for _, id := range r.delivered {
-			sess.Delivered[id] = true
-		}
-		rotate := r.stop == "max_tokens" || r.stop == "max_turn_requests" ||
-			h.cfg.MaxTurnsPerSession > 0 && sess.Turns >= h.cfg.MaxTurnsPerSession
-		if rotate {
-			s.invalidateChannel(ch, false)
-			_ = h.store.Remove(ch)
-		} else {
-			go h.store.Touch(ch, h.now()) // may write the file (once a minute): not on the loop
-		}
-		h.log.Info("turn done", "channel", ch, "stopReason", r.stop, "session", sess.ID)
-	case r.answered:
-		// The agent died after replying: respawn it, but do not prompt the batch again.
-		h.log.Warn("agent failed after replying; not retrying the batch", "channel", ch, "err", r.err)
-		h.queue.Complete(ch)
-		h.done(in.batch.IDs()...)
-		h.crashed(s)
-	case r.resumeLost && !in.retried:
-		// The agent died or timed out during resume: respawn it and try once more, at no cost.
-		h.resumeRetried[ch] = true
-		h.queue.Return(in.batch)
-		h.crashed(s)
-	default:
-		h.log.Warn("turn failed", "channel", ch, "attempt", in.batch.Attempt+1, "err", r.err)
-		if isTransport(r.err) {
-			h.crashed(s) // an agent error (JSON-RPC) keeps the agent and its session
-		}
-		if wait, ok := quotaReset(r.err.Error()); ok && in.batch.QuotaWaits < maxQuotaWaits {
-			wait = max(wait, retryBase)
-			h.log.Warn("agent named a quota reset; waiting for it", "channel", ch, "wait", wait)
-			h.queue.RequeueAt(in.batch, h.now().Add(wait))
-			break
-		}
-		if h.queue.Requeue(in.batch, h.now()) {
-			h.deadLetter(ctx, in, r.err)
-			h.done(in.batch.IDs()...)
-		}
+	switch decideOutcome(r, h.removed[k.channelID()] || h.channels[k.channelID()] == nil) {
+	case turnStopped:
+		h.dropTurn(r)
+	case turnDone:
+		h.commitTurn(r)
+	case turnAnsweredLate:
+		h.closeAnsweredTurn(r)
+	case turnResumeLost:
+		h.retryResume(r)
+	case turnFailed:
+		h.retryTurn(ctx, r)
 	}
 	h.returnSlot(s)
 	h.poke()
+}
+
+// dropTurn ends a stopped turn: the batch is dropped and the session not reused, whatever the
+// agent answered.
+func (h *Harness) dropTurn(r turnResult) {
+	s, k := r.in.slot, r.in.scope
+	h.queue.Drop(string(k))
+	h.done(r.in.batch.IDs()...)
+	s.invalidate(k, false)
+	if isTransport(r.err) && !errors.Is(r.err, context.Canceled) {
+		h.crashed(s)
+	}
+	if h.channels[k.channelID()] == nil {
+		_ = h.store.Remove(string(k)) // a turn's Put may have raced the leave
+	}
+	h.log.Info("turn stopped", "channel", k.channelID(), "why", cmp.Or(r.cause, errLeft))
+}
+
+// commitTurn records an answered batch: what the session was given, and whether it must rotate
+// (the agent hit a limit, or --max-turns-per-session).
+func (h *Harness) commitTurn(r turnResult) {
+	s, k := r.in.slot, r.in.scope
+	h.queue.Complete(string(k))
+	h.done(r.in.batch.IDs()...)
+	sess := r.session
+	sess.Turns++
+	if r.standing {
+		sess.StandingSent = true
+	}
+	for _, id := range r.delivered {
+		sess.Delivered[id] = true
+	}
+	rotate := r.stop == "max_tokens" || r.stop == "max_turn_requests" ||
+		h.cfg.MaxTurnsPerSession > 0 && sess.Turns >= h.cfg.MaxTurnsPerSession
+	if rotate {
+		s.invalidate(k, false)
+		_ = h.store.Remove(string(k))
+	} else {
+		now := h.now()
+		h.tasks.Go(func() { _ = h.store.Touch(string(k), now) }) // may write the file (once a minute): not on the loop
+	}
+	h.log.Info("turn done", "channel", k.channelID(), "stopReason", r.stop, "session", sess.ID)
+}
+
+// closeAnsweredTurn handles an agent that died after replying: respawn it, but do not prompt
+// the batch again.
+func (h *Harness) closeAnsweredTurn(r turnResult) {
+	k := r.in.scope
+	h.log.Warn("agent failed after replying; not retrying the batch", "channel", k.channelID(), "err", r.err)
+	h.queue.Complete(string(k))
+	h.done(r.in.batch.IDs()...)
+	h.crashed(r.in.slot)
+}
+
+// retryResume handles an agent that died or timed out during resume: respawn it and try once
+// more, at no cost to the batch.
+func (h *Harness) retryResume(r turnResult) {
+	h.resumeRetried[r.in.scope] = true
+	h.queue.Return(r.in.batch)
+	h.crashed(r.in.slot)
+}
+
+// retryTurn requeues a failed batch — after the quota reset the agent named, else with backoff —
+// or dead-letters it at the attempt limit. A transport failure also respawns the agent; an agent
+// error (JSON-RPC) keeps the agent and its session.
+func (h *Harness) retryTurn(ctx context.Context, r turnResult) {
+	in, k := r.in, r.in.scope
+	h.log.Warn("turn failed", "channel", k.channelID(), "attempt", in.batch.Attempt+1, "err", r.err)
+	if isTransport(r.err) {
+		h.crashed(in.slot)
+	}
+	if wait, ok := quotaReset(r.err.Error()); ok && in.batch.QuotaWaits < maxQuotaWaits {
+		wait = max(wait, retryBase)
+		h.log.Warn("agent named a quota reset; waiting for it", "channel", k.channelID(), "wait", wait)
+		h.queue.RequeueAt(in.batch, h.now().Add(wait))
+		return
+	}
+	if h.queue.Requeue(in.batch, h.now()) {
+		h.deadLetter(ctx, in, r.err)
+		h.done(in.batch.IDs()...)
+	}
 }
 
 // returnSlot applies what happened while the slot was busy: session drops deferred by rotate or
@@ -240,7 +304,7 @@ func (h *Harness) returnSlot(s *slot) {
 	}
 	s.pending = nil
 	for c := range h.removed {
-		delete(s.sessions, c)
+		delete(s.sessions, channelScope(c))
 	}
 	if s.proc != nil && s.ready {
 		select {
@@ -280,21 +344,5 @@ func (h *Harness) deadLetter(ctx context.Context, in turnInput, err error) {
 		CreatedAt: nostr.Now(),
 	}
 	h.emit(in, "dead_letter", map[string]any{"events": in.batch.IDs(), "reason": reason})
-	go func() {
-		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		h.publish(pctx, notice)
-	}()
-}
-
-func (h *Harness) storeScope() sessionstore.Scope {
-	return sessionstore.Scope{RelayURL: h.cfg.RelayURL, AgentCommand: h.commandLine()}
-}
-
-func (h *Harness) emit(in turnInput, typ string, data any) {
-	sid := ""
-	if in.session != nil {
-		sid = in.session.ID
-	}
-	h.bus.Publish(observer.Event{Type: typ, ChannelID: in.channel.ID, SessionID: sid, TurnID: in.turnID, Data: data})
+	h.publishLater(ctx, notice)
 }

@@ -11,15 +11,31 @@ import (
 	"github.com/buzz-harness/buzz/internal/relay/store"
 )
 
-// acl mirrors channel state in memory. The store is the source of truth; the admin path
-// updates the mirror after each committed change.
+// acl mirrors channel state in memory and is the one place read access is decided: the live
+// path asks canSee, and every stored query carries the Access built here (the store applies it
+// and has no rule of its own). The store is the source of truth for channel state; the admin
+// path updates the mirror after each committed change.
 type acl struct {
 	mu sync.RWMutex
 	ch map[string]*store.Channel
+
+	// readable caches each reader's readable channel list until the next channel change.
+	readable map[string][]string
 }
 
+// pGatedKinds are readable only by the pubkey in their p tag (gift wraps, observer frames,
+// membership notices, turn metrics).
+var pGatedKinds = []int{1059, 24200, 44100, 44101, 44200}
+
+// personalKinds are readable only by their author or the pubkey in their p tag (NIP-AE
+// engrams: an agent's memory).
+var personalKinds = []int{30174}
+
+// maxReadableCache bounds the per-reader cache; it is simply dropped when full.
+const maxReadableCache = 4096
+
 func newACL(chans []store.Channel) *acl {
-	a := &acl{ch: map[string]*store.Channel{}}
+	a := &acl{ch: map[string]*store.Channel{}, readable: map[string][]string{}}
 	for i := range chans {
 		c := chans[i]
 		a.ch[c.ID] = &c
@@ -43,15 +59,14 @@ func (a *acl) get(id string) (store.Channel, bool) {
 func (a *acl) put(c store.Channel) {
 	a.mu.Lock()
 	a.ch[c.ID] = &c
+	clear(a.readable)
 	a.mu.Unlock()
 }
 
-// canRead: open channels are readable by everyone, private ones by members, deleted by nobody.
-func (a *acl) canRead(pubkey, id string) bool {
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	c, ok := a.ch[id]
-	if !ok || c.Deleted {
+// readableBy is the read rule for channels: open channels are readable by everyone,
+// private ones by members, deleted ones by nobody.
+func readableBy(c *store.Channel, pubkey string) bool {
+	if c.Deleted {
 		return false
 	}
 	if c.Visibility != protocol.VisibilityPrivate {
@@ -59,6 +74,40 @@ func (a *acl) canRead(pubkey, id string) bool {
 	}
 	_, member := c.Members[pubkey]
 	return member
+}
+
+func (a *acl) canRead(pubkey, id string) bool {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	c, ok := a.ch[id]
+	return ok && readableBy(c, pubkey)
+}
+
+// access is what pubkey may read from the store.
+func (a *acl) access(pubkey string) store.Access {
+	return store.Access{Pubkey: pubkey, Channels: a.readableChannels(pubkey), PGated: pGatedKinds, Personal: personalKinds}
+}
+
+func (a *acl) readableChannels(pubkey string) []string {
+	a.mu.RLock()
+	list, ok := a.readable[pubkey]
+	a.mu.RUnlock()
+	if ok {
+		return list
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	list = []string{}
+	for id, c := range a.ch {
+		if readableBy(c, pubkey) {
+			list = append(list, id)
+		}
+	}
+	if len(a.readable) >= maxReadableCache {
+		clear(a.readable)
+	}
+	a.readable[pubkey] = list
+	return list
 }
 
 // private reports whether the channel exists and is private.
@@ -69,7 +118,10 @@ func (a *acl) private(id string) bool {
 	return ok && c.Visibility == protocol.VisibilityPrivate
 }
 
-func isPGated(kind int) bool { return slices.Contains(store.PGatedKinds, kind) }
+func isPGated(kind int) bool { return slices.Contains(pGatedKinds, kind) }
+
+// relayAccess is the relay's own view for internal lookups: global events only.
+func (r *Relay) relayAccess() store.Access { return store.Access{Channels: []string{}} }
 
 // canSee is the per-subscriber check at live fan-out time.
 func (r *Relay) canSee(pubkey string, ev *nostr.Event, channelID string) bool {
@@ -79,7 +131,7 @@ func (r *Relay) canSee(pubkey string, ev *nostr.Event, channelID string) bool {
 	if isPGated(ev.Kind) && !ev.Tags.ContainsAny("p", []string{pubkey}) {
 		return false
 	}
-	if slices.Contains(store.OwnerOnlyKinds, ev.Kind) && ev.PubKey != pubkey && !ev.Tags.ContainsAny("p", []string{pubkey}) {
+	if slices.Contains(personalKinds, ev.Kind) && ev.PubKey != pubkey && !ev.Tags.ContainsAny("p", []string{pubkey}) {
 		return false
 	}
 	if channelID != "" && !r.acl.canRead(pubkey, channelID) {

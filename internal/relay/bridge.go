@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strings"
 
 	"github.com/nbd-wtf/go-nostr"
 
@@ -17,10 +16,14 @@ import (
 // bridgeHandler serves one authenticated bridge route.
 type bridgeHandler func(w http.ResponseWriter, req *http.Request, pubkey string, body []byte)
 
-// bridge wraps a handler with POST-only, the body size limit and NIP-98 verification
-// (u/method/payload, ±60 s, replayed auth ids refused).
+// bridge wraps a handler with the Origin check, POST-only, the body size limit and NIP-98
+// verification (u/method/payload, ±60 s, replayed auth ids refused).
 func (r *Relay) bridge(h bridgeHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, req *http.Request) {
+		if !r.originAllowed(req) {
+			writeError(w, http.StatusForbidden, "forbidden: origin not allowed")
+			return
+		}
 		if req.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
 			writeError(w, http.StatusMethodNotAllowed, "method not allowed: use POST")
@@ -43,13 +46,19 @@ func (r *Relay) bridge(h bridgeHandler) http.HandlerFunc {
 		}
 		now := r.now()
 		var ev *nostr.Event
-		for _, u := range r.expectedHTTPURLs(req) {
-			if ev, err = protocol.VerifyHTTPAuth(header, u, req.Method, body, now); err == nil {
+		urls, err := r.selfURLs()
+		for _, u := range urls {
+			if ev, err = protocol.VerifyHTTPAuth(header, protocol.HTTPBase(u)+req.URL.Path, req.Method, body, now); err == nil {
 				break
 			}
 		}
 		if err != nil {
 			writeError(w, http.StatusUnauthorized, err.Error())
+			return
+		}
+		// Without the payload hash a captured header would authorise any body.
+		if len(body) > 0 && !protocol.HasTag(ev.Tags, "payload") {
+			writeError(w, http.StatusUnauthorized, "NIP-98: a request with a body must carry its payload hash")
 			return
 		}
 		// Keep the id until it could no longer pass the freshness check anyway.
@@ -65,20 +74,6 @@ func (r *Relay) bridge(h bridgeHandler) http.HandlerFunc {
 		}
 		h(w, req, ev.PubKey, body)
 	}
-}
-
-// expectedHTTPURLs are the u values NIP-98 accepts: http(s)://<Host><path> (https when the
-// public URL is wss://) and the public URL's own base.
-func (r *Relay) expectedHTTPURLs(req *http.Request) []string {
-	scheme := "http://"
-	if strings.HasPrefix(r.cfg.PublicURL, "wss://") || strings.HasPrefix(r.cfg.PublicURL, "https://") {
-		scheme = "https://"
-	}
-	urls := []string{scheme + req.Host + req.URL.Path}
-	if r.cfg.PublicURL != "" {
-		urls = append(urls, protocol.HTTPBase(r.cfg.PublicURL)+req.URL.Path)
-	}
-	return urls
 }
 
 func (r *Relay) bridgeEvents(w http.ResponseWriter, req *http.Request, pubkey string, body []byte) {
@@ -125,13 +120,21 @@ func (r *Relay) bridgeQuery(w http.ResponseWriter, req *http.Request, pubkey str
 		writeError(w, http.StatusForbidden, msg)
 		return
 	}
+	qctx, done, err := r.startRead(req.Context(), pubkey, filters)
+	if err != nil {
+		status, msg := r.readFailure(err, "query")
+		writeError(w, status, msg)
+		return
+	}
+	access := r.acl.access(pubkey)
 	out := []nostr.Event{}
 	seen := map[string]bool{}
 	for _, f := range filters {
-		evs, err := r.st.Query(req.Context(), pubkey, f, effectiveLimit(f))
+		evs, err := r.st.Query(qctx, access, f, effectiveLimit(f))
 		if err != nil {
-			r.log.Error("bridge query", "err", err)
-			storeFailure(w, err, "error: query failed")
+			done()
+			status, msg := r.readFailure(err, "query")
+			writeError(w, status, msg)
 			return
 		}
 		for _, ev := range evs {
@@ -141,6 +144,7 @@ func (r *Relay) bridgeQuery(w http.ResponseWriter, req *http.Request, pubkey str
 			}
 		}
 	}
+	done() // a client slow to take the answer must not hold its read slots meanwhile
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -154,9 +158,17 @@ func (r *Relay) bridgeCount(w http.ResponseWriter, req *http.Request, pubkey str
 		writeError(w, http.StatusForbidden, msg)
 		return
 	}
-	n, err := r.st.Count(req.Context(), pubkey, filters)
+	qctx, done, err := r.startRead(req.Context(), pubkey, filters)
 	if err != nil {
-		storeFailure(w, err, "error: count failed")
+		status, msg := r.readFailure(err, "count")
+		writeError(w, status, msg)
+		return
+	}
+	n, err := r.st.Count(qctx, r.acl.access(pubkey), filters)
+	done()
+	if err != nil {
+		status, msg := r.readFailure(err, "count")
+		writeError(w, status, msg)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]int64{"count": n})

@@ -18,5 +18,7 @@
 //     before_id keyset paging, NIP-98 replay guard) is outside khatru altogether.
 //
 // The event pipeline (ingest.go) is shared by WS EVENT and POST /events. Channel state lives in
-// the store and is mirrored in memory (acl.go) so access checks on the hot paths need no query.
+// the store and is mirrored in memory (acl.go) so access checks on the hot paths need no query;
+// acl.go is also the one place read access is decided (stored queries carry its store.Access).
+// Each NIP-29 admin kind has its own rule function (admin_rules.go).
 package relay

@@ -227,6 +227,9 @@ func parseFilter(raw []byte) (store.Filter, error) {
 			if json.Unmarshal(val, &out.Search) != nil {
 				return store.Filter{}, errors.New(`filter "search" must be a string`)
 			}
+			if err := checkSearch(out.Search); err != nil {
+				return store.Filter{}, err
+			}
 		case key == "before_id":
 			if json.Unmarshal(val, &out.BeforeID) != nil || !protocol.IsHex64(out.BeforeID) {
 				return store.Filter{}, errors.New(`filter "before_id" must be a 64-hex event id`)

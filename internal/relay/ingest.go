@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/nbd-wtf/go-nostr"
 
@@ -93,6 +94,11 @@ func (r *Relay) submitChecked(ctx context.Context, ev *nostr.Event, checkErr err
 	for _, t := range ev.Tags {
 		if len(t) >= 2 && t[0] == "h" && !protocol.IsUUID(t[1]) {
 			return rejected(http.StatusBadRequest, "invalid: channel id (h tag) must be a UUID")
+		}
+		// One spelling per channel: an uppercase twin would be a second channel with the same
+		// id to a human (or a case-insensitive client), created by someone else.
+		if len(t) >= 2 && t[0] == "h" && t[1] != strings.ToLower(t[1]) {
+			return rejected(http.StatusBadRequest, "invalid: channel id (h tag) must be a lowercase UUID")
 		}
 		// One event, one channel: a second h tag would let a write checked against one channel
 		// match readers' #h filters of another.

@@ -3,6 +3,7 @@ package relay_test
 import (
 	"context"
 	"net"
+	"os"
 	"testing"
 
 	"github.com/google/uuid"
@@ -13,11 +14,20 @@ import (
 	"github.com/buzz-harness/buzz/internal/relay/store/postgres/pgtest"
 )
 
+// privateDir is a temp dir the relay accepts as its data dir (t.TempDir makes them 0755).
+func privateDir(t *testing.T) string {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // startPGRelay serves a relay node whose store is the PostgreSQL database at dbURL and
 // returns its ws:// URL; it stops on test cleanup.
 func startPGRelay(t *testing.T, dbURL string) string {
 	t.Helper()
-	r, err := relay.Open(relay.Config{DataDir: t.TempDir(), Database: dbURL})
+	r, err := relay.Open(relay.Config{DataDir: privateDir(t), Database: dbURL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +114,7 @@ func TestPostgresRelayServesPublishedEventsAndHidesPrivateChannelsFromNonMembers
 }
 
 func TestOpenRejectsADatabaseThatIsNotAPostgresURL(t *testing.T) {
-	_, err := relay.Open(relay.Config{DataDir: t.TempDir(), Database: "mysql://x/y"})
+	_, err := relay.Open(relay.Config{DataDir: privateDir(t), Database: "mysql://x/y"})
 	if err == nil {
 		t.Fatal("accepted a mysql:// database")
 	}

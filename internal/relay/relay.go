@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -34,13 +36,44 @@ const (
 	sendBuffer       = 1000
 )
 
+// Default limits (docs/security.md lists them all).
+const (
+	DefaultQueryTimeout   = 10 * time.Second
+	DefaultMaxQueuedBytes = 8 << 20
+	DefaultWriteTimeout   = 10 * time.Second
+)
+
 // Config configures a Relay.
 type Config struct {
-	DataDir   string           // where relay.db and relay.key live; created if missing
-	Database  string           // postgres://… URL for the store; "" = SQLite relay.db in DataDir
-	PublicURL string           // RELAY_URL; "" = derive ws://<Host> from each request
-	Logger    *slog.Logger     // nil = discard
-	Now       func() time.Time // nil = time.Now
+	// DataDir holds relay.db and relay.key. It is created 0700 if missing; an existing one
+	// that group or others may access is refused (the database holds private channels).
+	DataDir string
+	// Database is a postgres:// URL for the store, shared by every node given the same one;
+	// "" keeps the SQLite relay.db in DataDir.
+	Database string
+	// PublicURL (RELAY_URL) is the relay's public ws(s):// URL. When set, NIP-42 relay tags and
+	// NIP-98 u tags must name it; when empty, only the listen address and loopback names with
+	// the listen port are accepted. The request's Host header is never trusted.
+	PublicURL string
+	// AllowedOrigins are the browser origins (scheme://host[:port]) allowed to open a WebSocket
+	// or call the bridge. Requests that carry no Origin (CLI, harness) are always allowed; any
+	// other Origin is refused. Default none.
+	AllowedOrigins []string
+	// ListenAddr is the address the relay is served on (host:port); Serve fills it from its
+	// listener when empty. It names the relay in NIP-42/NIP-98 checks when PublicURL is empty.
+	ListenAddr string
+	// QueryTimeout bounds every store query (REQ, COUNT, bridge); 0 = DefaultQueryTimeout.
+	QueryTimeout time.Duration
+	// MaxQueuedBytes caps the bytes waiting to be written to one WebSocket client; a client
+	// that lets live events pile up beyond it is disconnected. 0 = DefaultMaxQueuedBytes.
+	MaxQueuedBytes int64
+	// WriteTimeout is how long one frame may take to reach a client before it is dropped as
+	// stalled; 0 = DefaultWriteTimeout.
+	WriteTimeout time.Duration
+	Logger       *slog.Logger     // nil = discard
+	Now          func() time.Time // nil = time.Now
+
+	wrapStore func(store.Store) store.Store // tests: instrument the store
 }
 
 // Relay is the whole relay as an http.Handler.
@@ -62,6 +95,14 @@ type Relay struct {
 	connsMu sync.RWMutex
 	conns   map[*conn]struct{}
 	closed  bool
+
+	gate    *queryGate
+	origins map[string]bool
+
+	listenMu   sync.RWMutex
+	listenAddr string
+
+	peakQueued atomic.Int64 // highest bytes ever queued on one connection (tests, limits)
 }
 
 // Open opens the store, loads or creates the relay key and runs migrations.
@@ -75,17 +116,33 @@ func Open(cfg Config) (*Relay, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("relay: data dir: %w", err)
+	cfg.QueryTimeout = cmp.Or(cfg.QueryTimeout, DefaultQueryTimeout)
+	cfg.MaxQueuedBytes = cmp.Or(cfg.MaxQueuedBytes, DefaultMaxQueuedBytes)
+	cfg.WriteTimeout = cmp.Or(cfg.WriteTimeout, DefaultWriteTimeout)
+	origins, err := parseOrigins(cfg.AllowedOrigins)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.PublicURL != "" {
+		if _, err := relayURLs(cfg.PublicURL, ""); err != nil {
+			return nil, err
+		}
+	}
+	if err := privateDir(cfg.DataDir); err != nil {
+		return nil, err
 	}
 	sk, err := loadOrCreateKey(filepath.Join(cfg.DataDir, "relay.key"))
 	if err != nil {
 		return nil, err
 	}
 	pk, _ := nostr.GetPublicKey(sk)
-	st, err := openStore(cfg)
+	var st store.Store
+	st, err = openStore(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("relay: open store: %w", err)
+	}
+	if cfg.wrapStore != nil {
+		st = cfg.wrapStore(st)
 	}
 	chans, err := st.Channels(context.Background())
 	if err != nil {
@@ -93,15 +150,18 @@ func Open(cfg Config) (*Relay, error) {
 		return nil, fmt.Errorf("relay: load channels: %w", err)
 	}
 	r := &Relay{
-		cfg:    cfg,
-		log:    cfg.Logger,
-		now:    cfg.Now,
-		st:     st,
-		sk:     sk,
-		pk:     pk,
-		acl:    newACL(chans),
-		stamps: map[stampKey]int64{},
-		conns:  map[*conn]struct{}{},
+		cfg:        cfg,
+		log:        cfg.Logger,
+		now:        cfg.Now,
+		st:         st,
+		sk:         sk,
+		pk:         pk,
+		acl:        newACL(chans),
+		stamps:     map[stampKey]int64{},
+		conns:      map[*conn]struct{}{},
+		gate:       newQueryGate(),
+		origins:    origins,
+		listenAddr: cfg.ListenAddr,
 	}
 	r.info = r.nip11()
 	r.mux = http.NewServeMux()
@@ -178,12 +238,32 @@ func (r *Relay) Close() error {
 	return r.st.Close()
 }
 
+// privateDir creates dir 0700, or checks that an existing one is closed to group and others:
+// relay.db holds private channels and relay.key the relay's signing key.
+func privateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("relay: data dir: %w", err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("relay: data dir: %w", err)
+	}
+	if mode := fi.Mode().Perm(); mode&0o077 != 0 {
+		return fmt.Errorf("relay: data dir %s is open to group or others (mode %04o); run: chmod 700 %s", dir, mode, dir)
+	}
+	return nil
+}
+
 func (r *Relay) handleRoot(w http.ResponseWriter, req *http.Request) {
 	if req.URL.Path != "/" {
 		writeError(w, http.StatusNotFound, "not found")
 		return
 	}
 	if strings.EqualFold(req.Header.Get("Upgrade"), "websocket") {
+		if !r.originAllowed(req) {
+			writeError(w, http.StatusForbidden, "forbidden: origin not allowed")
+			return
+		}
 		r.serveWS(w, req)
 		return
 	}
@@ -245,6 +325,11 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 // Serve serves r on ln until ctx is done, then shuts down: stops accepting, drops WebSocket
 // clients and closes the relay.
 func Serve(ctx context.Context, ln net.Listener, r *Relay) error {
+	r.listenMu.Lock()
+	if r.listenAddr == "" {
+		r.listenAddr = ln.Addr().String()
+	}
+	r.listenMu.Unlock()
 	srv := &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -9,8 +9,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -21,8 +21,7 @@ import (
 )
 
 const (
-	writeTimeout = 10 * time.Second
-	pingPeriod   = 30 * time.Second
+	pingPeriod = 30 * time.Second
 	// drainLimit bounds how much of an oversized frame is read and discarded so the NOTICE
 	// reaches the client before the close; beyond it the socket is simply dropped.
 	drainLimit = 8 << 20
@@ -54,6 +53,11 @@ type conn struct {
 	ctx       context.Context
 	cancel    context.CancelFunc
 
+	// queued counts the bytes in out; writes past MaxQueuedBytes wait (history) or drop the
+	// client (live). drained wakes a waiting history send after each write.
+	queued  atomic.Int64
+	drained chan struct{}
+
 	mu     sync.Mutex
 	authed string
 	state  authState
@@ -77,6 +81,7 @@ func (r *Relay) serveWS(w http.ResponseWriter, req *http.Request) {
 		out:       make(chan outMsg, sendBuffer),
 		ctx:       ctx,
 		cancel:    cancel,
+		drained:   make(chan struct{}, 1),
 		subs:      map[string][]store.Filter{},
 	}
 	r.connsMu.Lock()
@@ -122,10 +127,16 @@ func (c *conn) readLoop() {
 			if j.verified != nil {
 				<-j.verified
 			}
+			if c.ctx.Err() != nil {
+				continue // the client is gone: drain without working for it
+			}
 			c.process(j)
 		}
 	}()
 	defer func() {
+		// Cancel first: the frame being processed may be a long read, and it must stop now
+		// that its client is gone rather than run to completion.
+		c.cancel()
 		close(queue)
 		<-processed
 	}()
@@ -175,9 +186,14 @@ func (c *conn) writeLoop() {
 				c.ws.Close(m.closeCode, m.reason)
 				return
 			}
-			ctx, cancel := context.WithTimeout(c.ctx, writeTimeout)
+			ctx, cancel := context.WithTimeout(c.ctx, c.r.cfg.WriteTimeout)
 			err := c.ws.Write(ctx, websocket.MessageText, m.data)
 			cancel()
+			c.queued.Add(-int64(len(m.data)))
+			select {
+			case c.drained <- struct{}{}:
+			default:
+			}
 			if err != nil {
 				return
 			}
@@ -214,24 +230,64 @@ func (c *conn) send(v any) {
 	c.sendRaw(b)
 }
 
+// reserve accounts n more queued bytes unless that would pass the cap (a lone frame larger
+// than the cap still goes when nothing else is queued).
+func (c *conn) reserve(n int) bool {
+	limit := c.r.cfg.MaxQueuedBytes
+	for {
+		cur := c.queued.Load()
+		next := cur + int64(n)
+		if next > limit && cur > 0 {
+			return false
+		}
+		if c.queued.CompareAndSwap(cur, next) {
+			for {
+				peak := c.r.peakQueued.Load()
+				if next <= peak || c.r.peakQueued.CompareAndSwap(peak, next) {
+					return true
+				}
+			}
+		}
+	}
+}
+
 // sendBacklog queues a stored event, waiting for room: a REQ's history is the client's own
 // request, so it gets back-pressure rather than the slow-client disconnect of live fan-out.
+// A client that stops reading is dropped by the writer's timeout, which ends the wait.
 func (c *conn) sendBacklog(b []byte) {
+	for !c.reserve(len(b)) {
+		select {
+		case <-c.drained:
+		case <-c.ctx.Done():
+			return
+		}
+	}
 	select {
 	case c.out <- outMsg{data: b}:
 	case <-c.ctx.Done():
+		c.queued.Add(-int64(len(b)))
 	}
 }
 
 func (c *conn) sendRaw(b []byte) {
+	if !c.reserve(len(b)) {
+		c.dropSlow("queued bytes over the cap")
+		return
+	}
 	select {
 	case c.out <- outMsg{data: b}:
 	case <-c.ctx.Done():
+		c.queued.Add(-int64(len(b)))
 	default:
-		c.r.log.Warn("dropping slow websocket client", "host", c.host)
-		c.cancel()
-		c.ws.CloseNow()
+		c.queued.Add(-int64(len(b)))
+		c.dropSlow("send queue full")
 	}
+}
+
+func (c *conn) dropSlow(why string) {
+	c.r.log.Warn("dropping slow websocket client", "host", c.host, "why", why)
+	c.cancel()
+	c.ws.CloseNow()
 }
 
 func (c *conn) closeAfterWrites(code websocket.StatusCode, reason string) {
@@ -281,20 +337,6 @@ func (c *conn) process(j *job) {
 	}
 }
 
-// expectedRelayURLs are the relay tag values AUTH accepts: ws(s)://<Host> and the configured
-// public URL.
-func (c *conn) expectedRelayURLs() []string {
-	scheme := "ws://"
-	if strings.HasPrefix(c.r.cfg.PublicURL, "wss://") {
-		scheme = "wss://"
-	}
-	urls := []string{scheme + c.host}
-	if c.r.cfg.PublicURL != "" {
-		urls = append(urls, protocol.WSURL(c.r.cfg.PublicURL))
-	}
-	return urls
-}
-
 func (c *conn) handleAuth(ev *nostr.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -306,8 +348,8 @@ func (c *conn) handleAuth(ev *nostr.Event) {
 		c.send([]any{"OK", ev.ID, false, "auth-required: authentication already failed on this connection"})
 		return
 	}
-	var err error
-	for _, u := range c.expectedRelayURLs() {
+	urls, err := c.r.selfURLs()
+	for _, u := range urls {
 		if err = protocol.VerifyAuthEvent(ev, c.challenge, u, c.r.now()); err == nil {
 			break
 		}
@@ -391,21 +433,41 @@ func (c *conn) handleReq(f frame) {
 	}
 	subJSON, _ := json.Marshal(f.SubID)
 	seen := map[string]bool{}
+	qctx, done, err := c.r.startRead(c.ctx, pk, f.Filters)
+	fail := func(err error) {
+		_, msg := c.r.readFailure(err, "query")
+		c.send([]any{"CLOSED", f.SubID, msg})
+		c.mu.Lock()
+		delete(c.subs, f.SubID)
+		c.mu.Unlock()
+	}
+	if err != nil {
+		fail(err)
+		return
+	}
+	// Run every filter's query, then release the read slots before sending: a client slow to
+	// take its history must not hold a slot (or a search slot) meanwhile.
+	access := c.r.acl.access(pk)
+	var batches [][]nostr.Event
 	for _, flt := range f.Filters {
 		limit := effectiveLimit(flt)
 		if limit == 0 {
 			continue
 		}
-		evs, err := c.r.st.Query(c.ctx, pk, flt, limit)
+		evs, err := c.r.st.Query(qctx, access, flt, limit)
 		if err != nil {
-			c.r.log.Error("query", "err", err)
-			c.send([]any{"CLOSED", f.SubID, "error: query failed"})
-			c.mu.Lock()
-			delete(c.subs, f.SubID)
-			c.mu.Unlock()
+			done()
+			fail(err)
 			return
 		}
+		batches = append(batches, evs)
+	}
+	done()
+	for _, evs := range batches {
 		for i := range evs {
+			if c.ctx.Err() != nil {
+				return
+			}
 			if seen[evs[i].ID] {
 				continue
 			}
@@ -426,9 +488,17 @@ func (c *conn) handleCount(f frame) {
 		c.send([]any{"CLOSED", f.SubID, msg})
 		return
 	}
-	n, err := c.r.st.Count(c.ctx, pk, f.Filters)
+	qctx, done, err := c.r.startRead(c.ctx, pk, f.Filters)
 	if err != nil {
-		c.send([]any{"CLOSED", f.SubID, "error: count failed"})
+		_, msg := c.r.readFailure(err, "count")
+		c.send([]any{"CLOSED", f.SubID, msg})
+		return
+	}
+	n, err := c.r.st.Count(qctx, c.r.acl.access(pk), f.Filters)
+	done()
+	if err != nil {
+		_, msg := c.r.readFailure(err, "count")
+		c.send([]any{"CLOSED", f.SubID, msg})
 		return
 	}
 	c.send([]any{"COUNT", f.SubID, map[string]int64{"count": n}})

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"testing"
 	"time"
 
@@ -29,14 +30,23 @@ type Server struct {
 	DataDir string
 
 	addr   string
+	config func(*relay.Config)
 	cancel context.CancelFunc
 	done   chan error
 }
 
 // Start runs a relay with a temporary data dir on 127.0.0.1:0; it stops on test cleanup.
-func Start(t testing.TB) *Server {
+func Start(t testing.TB) *Server { t.Helper(); return StartWith(t, nil) }
+
+// StartWith is Start with config adjusting the relay's Config (limits, public URL, origins).
+func StartWith(t testing.TB, config func(*relay.Config)) *Server {
 	t.Helper()
-	s := &Server{DataDir: t.TempDir(), addr: "127.0.0.1:0"}
+	dir := t.TempDir()
+	// The relay refuses a data dir others can read; t.TempDir makes them 0755.
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{DataDir: dir, addr: "127.0.0.1:0", config: config}
 	if err := s.start(); err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +62,11 @@ func Launch(dataDir string) (*Server, error) {
 }
 
 func (s *Server) start() error {
-	r, err := relay.Open(relay.Config{DataDir: s.DataDir})
+	cfg := relay.Config{DataDir: s.DataDir}
+	if s.config != nil {
+		s.config(&cfg)
+	}
+	r, err := relay.Open(cfg)
 	if err != nil {
 		return fmt.Errorf("relaytest: open relay: %w", err)
 	}

@@ -1,36 +1,34 @@
 package store
 
 import (
+	"encoding/json"
 	"sort"
 	"strconv"
 	"strings"
 	"unicode"
 )
 
-// buildWhere turns a filter into an SQL condition over events e, with the reader's access
-// rules applied. empty is true when the filter can match nothing (an empty list in it).
-func buildWhere(reader string, f Filter) (where string, args []any, empty bool) {
+// buildWhere turns a filter into an SQL condition over events e, with the reader's Access
+// applied. empty is true when the filter can match nothing (an empty list in it).
+func buildWhere(a Access, f Filter) (where string, args []any, empty bool) {
 	conds := []string{"e.deleted_at IS NULL"}
-	// Private channels: only members read them; deleted channels: nobody.
-	conds = append(conds, `(e.channel_id IS NULL
-		OR e.channel_id IN (SELECT id FROM channels WHERE visibility = 'open' AND deleted_at IS NULL)
-		OR e.channel_id IN (SELECT m.channel_id FROM members m JOIN channels c ON c.id = m.channel_id
-			WHERE m.pubkey = ? AND c.deleted_at IS NULL))`)
-	args = append(args, reader)
-	pg := make([]string, len(PGatedKinds))
-	for i, k := range PGatedKinds {
-		pg[i] = strconv.Itoa(k)
+	chans, _ := json.Marshal(a.Channels)
+	if a.Channels == nil {
+		chans = []byte("[]")
 	}
-	conds = append(conds, `(e.kind NOT IN (`+strings.Join(pg, ",")+`)
+	// One JSON parameter however many channels the reader may see.
+	conds = append(conds, `(e.channel_id IS NULL OR e.channel_id IN (SELECT value FROM json_each(?)))`)
+	args = append(args, string(chans))
+	if len(a.PGated) > 0 {
+		conds = append(conds, `(e.kind NOT IN (`+intList(a.PGated)+`)
 		OR EXISTS (SELECT 1 FROM event_tags pt WHERE pt.seq = e.seq AND pt.name = 'p' AND pt.value = ?))`)
-	args = append(args, reader)
-	oo := make([]string, len(OwnerOnlyKinds))
-	for i, k := range OwnerOnlyKinds {
-		oo[i] = strconv.Itoa(k)
+		args = append(args, a.Pubkey)
 	}
-	conds = append(conds, `(e.kind NOT IN (`+strings.Join(oo, ",")+`) OR e.pubkey = ?
+	if len(a.Personal) > 0 {
+		conds = append(conds, `(e.kind NOT IN (`+intList(a.Personal)+`) OR e.pubkey = ?
 		OR EXISTS (SELECT 1 FROM event_tags ot WHERE ot.seq = e.seq AND ot.name = 'p' AND ot.value = ?))`)
-	args = append(args, reader, reader)
+		args = append(args, a.Pubkey, a.Pubkey)
+	}
 
 	in := func(col string, vals []string) {
 		conds = append(conds, col+" IN ("+placeholders(len(vals))+")")
@@ -103,6 +101,19 @@ func buildWhere(reader string, f Filter) (where string, args []any, empty bool) 
 	return strings.Join(conds, " AND "), args, false
 }
 
+func intList(ks []int) string {
+	s := make([]string, len(ks))
+	for i, k := range ks {
+		s[i] = strconv.Itoa(k)
+	}
+	return strings.Join(s, ",")
+}
+
+// SearchTerms splits search text into the words FTSQuery matches (the relay bounds their number).
+func SearchTerms(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) })
+}
+
 func placeholders(n int) string {
 	if n <= 0 {
 		return ""
@@ -113,7 +124,7 @@ func placeholders(n int) string {
 // FTSQuery turns free text into an FTS5 query that cannot be a syntax error: every word
 // becomes a quoted string (all must match). Returns "" when there are no words.
 func FTSQuery(s string) string {
-	words := strings.FieldsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) })
+	words := SearchTerms(s)
 	var parts []string
 	for _, w := range words {
 		w = strings.ReplaceAll(w, `"`, `""`)

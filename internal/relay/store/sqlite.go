@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/url"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -51,7 +52,12 @@ const maxBatch = 128
 var _ Store = (*SQLite)(nil)
 
 // Open opens (creating if needed) the database at path and applies pending migrations.
+// The database file and its WAL/shared-memory companions are kept 0600: they hold private
+// channels. SQLite creates the companions with the main file's mode.
 func Open(path string) (*SQLite, error) {
+	if err := privateFiles(path); err != nil {
+		return nil, err
+	}
 	pragmas := "_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(ON)"
 	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + pragmas
 	w, err := sql.Open("sqlite", dsn+"&_txlock=immediate")
@@ -74,6 +80,31 @@ func Open(path string) (*SQLite, error) {
 		writerEnd: make(chan struct{}), stmts: map[string]*sql.Stmt{}, uncached: map[string]bool{}}
 	go s.writer()
 	return s, nil
+}
+
+// privateFiles creates path 0600 when missing and takes group/other bits off it and its
+// -wal/-shm/-journal files when they exist.
+func privateFiles(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm", path + "-journal"} {
+		fi, err := os.Stat(p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(p, fi.Mode().Perm()&0o700); err != nil {
+				return fmt.Errorf("restrict %s: %w", p, err)
+			}
+		}
+	}
+	return nil
 }
 
 func migrate(db *sql.DB) error {
@@ -407,8 +438,8 @@ func boolInt(b bool) int {
 }
 
 // Query implements Store.
-func (s *SQLite) Query(ctx context.Context, reader string, f Filter, limit int) ([]nostr.Event, error) {
-	where, args, empty := buildWhere(reader, f)
+func (s *SQLite) Query(ctx context.Context, a Access, f Filter, limit int) ([]nostr.Event, error) {
+	where, args, empty := buildWhere(a, f)
 	if empty || limit <= 0 {
 		return []nostr.Event{}, nil
 	}
@@ -437,16 +468,16 @@ func (s *SQLite) Query(ctx context.Context, reader string, f Filter, limit int) 
 }
 
 // Count implements Store.
-func (s *SQLite) Count(ctx context.Context, reader string, filters []Filter) (int64, error) {
+func (s *SQLite) Count(ctx context.Context, a Access, filters []Filter) (int64, error) {
 	var parts []string
 	var args []any
 	for _, f := range filters {
-		where, a, empty := buildWhere(reader, f)
+		where, fa, empty := buildWhere(a, f)
 		if empty {
 			continue
 		}
 		parts = append(parts, `SELECT e.seq FROM events e WHERE `+where)
-		args = append(args, a...)
+		args = append(args, fa...)
 	}
 	if len(parts) == 0 {
 		return 0, nil

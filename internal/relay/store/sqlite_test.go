@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -71,4 +72,38 @@ func BenchmarkSQLiteStore(b *testing.B) {
 		tb.Cleanup(func() { s.Close() })
 		return s
 	})
+}
+
+// relay.db and its WAL files hold private channels: nobody but the relay's user may read them,
+// also when an older relay left the database world-readable.
+func TestSQLiteFilesAreOwnerOnly(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "relay.db")
+	old, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ev := nostr.Event{Kind: 1, Content: "x", CreatedAt: 1, Tags: nostr.Tags{}}
+	ev.Sign(nostr.GeneratePrivateKey())
+	if err := s.Update(context.Background(), func(tx store.Tx) error { return tx.SaveEvent(&ev, "") }); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if mode := fi.Mode().Perm(); mode&0o077 != 0 {
+			t.Errorf("%s has mode %04o, want no group/other access", filepath.Base(p), mode)
+		}
+	}
 }

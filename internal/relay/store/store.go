@@ -41,16 +41,32 @@ type Channel struct {
 	Members    map[string]string // pubkey -> role; filled by Channels
 }
 
-// Store is what the relay needs from storage. Reads take the reader's pubkey so access rules
-// (private channels, p-gated kinds) apply inside the query, before limits.
+// Access is what one reader may see, decided by the relay (internal/relay/acl.go is the only
+// place read rules are written). The store applies it inside every query, before limits, and
+// holds no read rule of its own: it never looks at channel visibility or membership when
+// reading.
+type Access struct {
+	Pubkey string
+	// Channels lists the channels whose events the reader may see; events of any other channel
+	// are never returned. Global events (no channel) are subject only to the kind rules below.
+	Channels []string
+	// PGated kinds are returned only when a p tag names Pubkey.
+	PGated []int
+	// Personal kinds are returned only when Pubkey wrote them or a p tag names it.
+	Personal []int
+}
+
+// Store is what the relay needs from storage. Read access is enforced by the relay, which
+// passes its decision as an Access; the store only applies it (see Access).
 type Store interface {
 	// Update runs fn in one write transaction. fn may run more than once (PostgreSQL reruns a
 	// transaction that lost a deadlock to another writer), so it must only write through the Tx.
 	Update(ctx context.Context, fn func(Tx) error) error
-	// Query returns events matching f that reader may see, newest first, at most limit.
-	Query(ctx context.Context, reader string, f Filter, limit int) ([]nostr.Event, error)
-	// Count counts distinct events matching any of filters that reader may see.
-	Count(ctx context.Context, reader string, filters []Filter) (int64, error)
+	// Query returns events matching f that a may see, newest first, at most limit. It stops
+	// and returns ctx's error when ctx ends.
+	Query(ctx context.Context, a Access, f Filter, limit int) ([]nostr.Event, error)
+	// Count counts distinct events matching any of filters that a may see.
+	Count(ctx context.Context, a Access, filters []Filter) (int64, error)
 	// Event returns a stored, non-deleted event and its channel ("" when global), or nil.
 	Event(ctx context.Context, id string) (*nostr.Event, string, error)
 	// LatestCreatedAt is the newest created_at of pubkey's events of kind in channel (0 if none).
@@ -74,10 +90,3 @@ type Tx interface {
 	PutMember(channelID, pubkey, role string, at int64) error
 	RemoveMember(channelID, pubkey string) error
 }
-
-// OwnerOnlyKinds are readable only by their author or the pubkey in their p tag (NIP-AE engrams:
-// an agent's memory).
-var OwnerOnlyKinds = []int{30174}
-
-// PGatedKinds are only readable by the pubkey in their p tag.
-var PGatedKinds = []int{1059, 24200, 44100, 44101, 44200}

@@ -1,6 +1,6 @@
 // Package postgres is the relay's store.Store on PostgreSQL, for running several relay nodes
 // on one database. It keeps the SQLite store's contract: same replaceable and addressable
-// rules, soft delete, reader-dependent visibility, NIP-50 search and a NIP-98 replay set that
+// rules, soft delete, the relay's read Access applied inside every query, NIP-50 search and a NIP-98 replay set that
 // holds across nodes.
 package postgres
 
@@ -317,12 +317,12 @@ func (t *pgTx) RemoveMember(channelID, pubkey string) error {
 }
 
 // Query implements store.Store.
-func (s *Store) Query(ctx context.Context, reader string, f store.Filter, limit int) ([]nostr.Event, error) {
+func (s *Store) Query(ctx context.Context, acc store.Access, f store.Filter, limit int) ([]nostr.Event, error) {
 	if s.closed.Load() {
 		return nil, store.ErrClosed
 	}
 	var a args
-	where, empty := buildWhere(&a, reader, f)
+	where, empty := buildWhere(&a, acc, f)
 	if empty || limit <= 0 {
 		return []nostr.Event{}, nil
 	}
@@ -374,14 +374,14 @@ func scanEvent(row pgx.Row, ch *string) (nostr.Event, error) {
 }
 
 // Count implements store.Store.
-func (s *Store) Count(ctx context.Context, reader string, filters []store.Filter) (int64, error) {
+func (s *Store) Count(ctx context.Context, acc store.Access, filters []store.Filter) (int64, error) {
 	if s.closed.Load() {
 		return 0, store.ErrClosed
 	}
 	var a args
 	var parts []string
 	for _, f := range filters {
-		where, empty := buildWhere(&a, reader, f)
+		where, empty := buildWhere(&a, acc, f)
 		if empty {
 			continue
 		}

@@ -167,7 +167,7 @@ func TestPostgresSecondWriterOfAnAddressWaitsForTheFirst(t *testing.T) {
 	if bFinishedFirst {
 		t.Error("node B saved while node A's version was uncommitted")
 	}
-	got, err := nodeA.Query(ctx, "", store.Filter{Filter: nostr.Filter{Kinds: []int{10002}}}, 10)
+	got, err := nodeA.Query(ctx, store.Access{}, store.Filter{Filter: nostr.Filter{Kinds: []int{10002}}}, 10)
 	if err != nil || len(got) != 1 || got[0].Content != "v2" {
 		t.Fatalf("stored versions: %v (%v), want only v2", got, err)
 	}

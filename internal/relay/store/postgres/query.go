@@ -4,7 +4,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"unicode"
 
 	"github.com/buzz-harness/buzz/internal/relay/store"
 )
@@ -28,21 +27,24 @@ func textAll(vals []string) []string {
 	return out
 }
 
-// readAccess is the reader-dependent visibility rule, as SQL over events e. It mirrors the
-// SQLite store's rule (store/query.go) and is kept in this one place so the two can be changed
-// together: events of private channels only for members, of deleted (or unknown) channels for
-// nobody; p-gated kinds only for the pubkey in a p tag; owner-only kinds only for the author or
-// the pubkey in a p tag.
-func readAccess(a *args, reader string) string {
-	r := a.add(reader)
-	return `(e.channel_id IS NULL
-		OR e.channel_id IN (SELECT id FROM channels WHERE visibility = 'open' AND deleted_at IS NULL)
-		OR e.channel_id IN (SELECT m.channel_id FROM members m JOIN channels c ON c.id = m.channel_id
-			WHERE m.pubkey = ` + r + ` AND c.deleted_at IS NULL))
-	AND (e.kind NOT IN (` + kindList(store.PGatedKinds) + `)
-		OR EXISTS (SELECT 1 FROM event_tags pt WHERE pt.seq = e.seq AND pt.name = 'p' AND pt.value = ` + r + `))
-	AND (e.kind NOT IN (` + kindList(store.OwnerOnlyKinds) + `) OR e.pubkey = ` + r + `
-		OR EXISTS (SELECT 1 FROM event_tags ot WHERE ot.seq = e.seq AND ot.name = 'p' AND ot.value = ` + r + `))`
+// readAccess applies the relay's Access decision as SQL over events e, the same way the SQLite
+// store does (store/query.go): the store adds no rule of its own. Events of channels not listed
+// are never returned; PGated kinds only when a p tag names the reader; Personal kinds only for
+// their author or the pubkey in a p tag.
+func readAccess(a *args, acc store.Access) string {
+	conds := []string{"(e.channel_id IS NULL OR e.channel_id = ANY(" + a.add(textAll(acc.Channels)) + "::text[]))"}
+	if len(acc.PGated) > 0 || len(acc.Personal) > 0 {
+		r := a.add(acc.Pubkey)
+		if len(acc.PGated) > 0 {
+			conds = append(conds, `(e.kind NOT IN (`+kindList(acc.PGated)+`)
+		OR EXISTS (SELECT 1 FROM event_tags pt WHERE pt.seq = e.seq AND pt.name = 'p' AND pt.value = `+r+`))`)
+		}
+		if len(acc.Personal) > 0 {
+			conds = append(conds, `(e.kind NOT IN (`+kindList(acc.Personal)+`) OR e.pubkey = `+r+`
+		OR EXISTS (SELECT 1 FROM event_tags ot WHERE ot.seq = e.seq AND ot.name = 'p' AND ot.value = `+r+`))`)
+		}
+	}
+	return strings.Join(conds, " AND ")
 }
 
 func kindList(kinds []int) string {
@@ -53,11 +55,10 @@ func kindList(kinds []int) string {
 	return strings.Join(s, ",")
 }
 
-// buildWhere turns a filter into an SQL condition over events e, reader's access rules
-// included, appending its parameters to a. empty is true when the filter can match nothing
-// (an empty list in it).
-func buildWhere(a *args, reader string, f store.Filter) (where string, empty bool) {
-	conds := []string{"e.deleted_at IS NULL", readAccess(a, reader)}
+// buildWhere turns a filter into an SQL condition over events e, with acc applied, appending
+// its parameters to a. empty is true when the filter can match nothing (an empty list in it).
+func buildWhere(a *args, acc store.Access, f store.Filter) (where string, empty bool) {
+	conds := []string{"e.deleted_at IS NULL", readAccess(a, acc)}
 	if f.IDs != nil {
 		if len(f.IDs) == 0 {
 			return "", true
@@ -121,7 +122,7 @@ const asciiPunct = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
 // occur, as a phrase of its parts (so "build-log" finds "build-log.txt"), case-insensitively,
 // with no operators: query text can never be a syntax error. Returns "" when there are no words.
 func searchQuery(a *args, s string) string {
-	words := strings.FieldsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) })
+	words := store.SearchTerms(s) // the words the relay counts against its search-term cap
 	var parts []string
 	for _, w := range words {
 		w = strings.Map(func(r rune) rune {

@@ -55,7 +55,7 @@ func Bench(b *testing.B, open func(tb testing.TB) store.Store) {
 			s := setup(b, 2000)
 			b.ResetTimer()
 			for range b.N {
-				got, err := s.Query(ctx, a.pk, store.Filter{Filter: f}, 50)
+				got, err := s.Query(ctx, reader(a.pk, "c"), store.Filter{Filter: f}, 50)
 				if err != nil || len(got) != 50 {
 					b.Fatalf("%d events, %v", len(got), err)
 				}

@@ -41,10 +41,11 @@ var cases = []struct {
 	{"QueryIsNewestFirstWithKeysetPaging", testQueryIsNewestFirstWithKeysetPaging},
 	{"CountCountsEachEventOnceAcrossFilters", testCountCountsEachEventOnceAcrossFilters},
 	{"SoftDeleteHidesEventsAndHonoursAuthor", testSoftDeleteHidesEventsAndHonoursAuthor},
-	{"PrivateChannelEventsNeedMembership", testPrivateChannelEventsNeedMembership},
-	{"DeletedChannelIsHiddenFromEveryone", testDeletedChannelIsHiddenFromEveryone},
+	{"ChannelEventsOnlyFromGrantedChannels", testChannelEventsOnlyFromGrantedChannels},
+	{"DeletedChannelStaysDeleted", testDeletedChannelStaysDeleted},
 	{"PGatedKindsOnlyForTheTaggedReader", testPGatedKindsOnlyForTheTaggedReader},
-	{"OwnerOnlyKindsForAuthorOrTaggedReader", testOwnerOnlyKindsForAuthorOrTaggedReader},
+	{"PersonalKindsForAuthorOrTaggedReader", testPersonalKindsForAuthorOrTaggedReader},
+	{"QueryStopsWhenContextEnds", testQueryStopsWhenContextEnds},
 	{"SearchNeedsEveryWordCaseInsensitive", testSearchNeedsEveryWordCaseInsensitive},
 	{"SearchNeverFailsOnOddInput", testSearchNeverFailsOnOddInput},
 	{"ChannelsLoadWithMembers", testChannelsLoadWithMembers},
@@ -96,9 +97,21 @@ func mustUpdate(t *testing.T, s store.Store, fn func(store.Tx) error) {
 	}
 }
 
-func query(t *testing.T, s store.Store, reader string, f nostr.Filter) []nostr.Event {
+// Kinds the suite gates the way the relay's Access does; any kinds would do, since the store
+// applies whatever list it is given.
+var (
+	pGatedKind   = 44100
+	personalKind = 30174
+)
+
+// reader is an Access as the relay builds one: the kind rules, and the channels granted.
+func reader(pk string, channels ...string) store.Access {
+	return store.Access{Pubkey: pk, Channels: channels, PGated: []int{pGatedKind}, Personal: []int{personalKind}}
+}
+
+func query(t *testing.T, s store.Store, a store.Access, f nostr.Filter) []nostr.Event {
 	t.Helper()
-	got, err := s.Query(ctx, reader, store.Filter{Filter: f}, 100)
+	got, err := s.Query(ctx, a, store.Filter{Filter: f}, 100)
 	if err != nil {
 		t.Fatalf("query %v: %v", f, err)
 	}
@@ -149,7 +162,7 @@ func testEventRoundTripsExactly(t *testing.T, s store.Store) {
 	if ok, err := got.CheckSignature(); !ok || err != nil {
 		t.Fatalf("stored event no longer verifies: %v", err)
 	}
-	byTag := query(t, s, a.pk, nostr.Filter{Tags: nostr.TagMap{"t": {"ünï"}}})
+	byTag := query(t, s, reader(a.pk), nostr.Filter{Tags: nostr.TagMap{"t": {"ünï"}}})
 	if len(byTag) != 1 || byTag[0].Content != ev.Content {
 		t.Fatalf("by tag: %v", byTag)
 	}
@@ -185,11 +198,11 @@ func testReplaceableKeepsNewestAndLowestIDOnTie(t *testing.T, s store.Store) {
 	if err := save(s, high, ""); !errors.Is(err, store.ErrNewerExists) {
 		t.Fatalf("higher id on a tie: %v", err)
 	}
-	wantContents(t, "kind 0", query(t, s, a.pk, nostr.Filter{Kinds: []int{0}}), low.Content)
+	wantContents(t, "kind 0", query(t, s, reader(a.pk), nostr.Filter{Kinds: []int{0}}), low.Content)
 	// Another author's profile is independent.
 	b := newKey()
 	mustSave(t, s, "", b.sign(t, nostr.Event{Kind: 0, CreatedAt: 1, Content: "b"}))
-	if got := query(t, s, a.pk, nostr.Filter{Kinds: []int{0}}); len(got) != 2 {
+	if got := query(t, s, reader(a.pk), nostr.Filter{Kinds: []int{0}}); len(got) != 2 {
 		t.Fatalf("two authors: %q", contents(got))
 	}
 }
@@ -210,9 +223,9 @@ func testAddressableKeepsNewestPerDTag(t *testing.T, s store.Store) {
 	if err := save(s, old, ""); !errors.Is(err, store.ErrNewerExists) {
 		t.Fatalf("older version: %v", err)
 	}
-	wantContents(t, "kind 30174", query(t, s, a.pk, nostr.Filter{Kinds: []int{30174}}), "v2", "b")
+	wantContents(t, "kind 30174", query(t, s, reader(a.pk), nostr.Filter{Kinds: []int{30174}}), "v2", "b")
 	// The replaced version is gone entirely, its tags too.
-	if got := query(t, s, a.pk, nostr.Filter{IDs: []string{a1.ID}}); len(got) != 0 {
+	if got := query(t, s, reader(a.pk), nostr.Filter{IDs: []string{a1.ID}}); len(got) != 0 {
 		t.Fatalf("replaced version still readable by id")
 	}
 }
@@ -235,7 +248,7 @@ func testConcurrentReplaceableSavesKeepOne(t *testing.T, s store.Store) {
 			t.Errorf("save %d: %v", i, err)
 		}
 	}
-	wantContents(t, "after concurrent saves", query(t, s, a.pk, nostr.Filter{Kinds: []int{10002}}), fmt.Sprint(n-1))
+	wantContents(t, "after concurrent saves", query(t, s, reader(a.pk), nostr.Filter{Kinds: []int{10002}}), fmt.Sprint(n-1))
 }
 
 func testFailedUpdateStoresNothing(t *testing.T, s store.Store) {
@@ -253,7 +266,7 @@ func testFailedUpdateStoresNothing(t *testing.T, s store.Store) {
 	if !errors.Is(err, boom) {
 		t.Fatalf("Update = %v, want the fn's error", err)
 	}
-	if got := query(t, s, a.pk, nostr.Filter{}); len(got) != 0 {
+	if got := query(t, s, reader(a.pk), nostr.Filter{}); len(got) != 0 {
 		t.Fatalf("rolled-back event visible: %q", contents(got))
 	}
 	if chans, _ := s.Channels(ctx); len(chans) != 0 {
@@ -269,7 +282,7 @@ func testFiltersSelectByEveryField(t *testing.T, s store.Store) {
 	e2 := a.sign(t, nostr.Event{Kind: 7, CreatedAt: 20, Content: "a7", Tags: nostr.Tags{{"t", "rust"}}})
 	e3 := b.sign(t, nostr.Event{Kind: 1, CreatedAt: 30, Content: "b1", Tags: nostr.Tags{{"t", "go"}, {"e", "y"}}})
 	mustSave(t, s, "", e1, e2, e3)
-	r := a.pk
+	r := reader(a.pk)
 	for _, c := range []struct {
 		name string
 		f    nostr.Filter
@@ -305,10 +318,10 @@ func testEmptyFilterListMatchesNothing(t *testing.T, s store.Store) {
 		"ids": {IDs: []string{}}, "authors": {Authors: []string{}}, "kinds": {Kinds: []int{}},
 		"tag": {Tags: nostr.TagMap{"t": {}}},
 	} {
-		if got := query(t, s, a.pk, f); len(got) != 0 {
+		if got := query(t, s, reader(a.pk), f); len(got) != 0 {
 			t.Errorf("empty %s list matched %d", name, len(got))
 		}
-		if n, err := s.Count(ctx, a.pk, []store.Filter{{Filter: f}}); err != nil || n != 0 {
+		if n, err := s.Count(ctx, reader(a.pk), []store.Filter{{Filter: f}}); err != nil || n != 0 {
 			t.Errorf("empty %s list counted %d (%v)", name, n, err)
 		}
 	}
@@ -325,11 +338,11 @@ func testQueryIsNewestFirstWithKeysetPaging(t *testing.T, s store.Store) {
 		}
 	}
 	slices.SortFunc(at20, func(x, y *nostr.Event) int { return cmpString(x.ID, y.ID) })
-	all := query(t, s, a.pk, nostr.Filter{})
+	all := query(t, s, reader(a.pk), nostr.Filter{})
 	want := []string{"4", at20[0].Content, at20[1].Content, at20[2].Content, "0"}
 	wantContents(t, "order (created_at desc, id asc)", all, want...)
 	// Page after the first event at 20: the other two at 20, then the one at 10.
-	page, err := s.Query(ctx, a.pk, store.Filter{Filter: nostr.Filter{Until: ts(20)}, BeforeID: at20[0].ID}, 100)
+	page, err := s.Query(ctx, reader(a.pk), store.Filter{Filter: nostr.Filter{Until: ts(20)}, BeforeID: at20[0].ID}, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,14 +365,14 @@ func testCountCountsEachEventOnceAcrossFilters(t *testing.T, s store.Store) {
 		a.sign(t, nostr.Event{Kind: 1, CreatedAt: 1, Content: "1"}),
 		a.sign(t, nostr.Event{Kind: 7, CreatedAt: 2, Content: "2"}),
 		b.sign(t, nostr.Event{Kind: 1, CreatedAt: 3, Content: "3"}))
-	n, err := s.Count(ctx, a.pk, []store.Filter{
+	n, err := s.Count(ctx, reader(a.pk), []store.Filter{
 		{Filter: nostr.Filter{Kinds: []int{1}}},
 		{Filter: nostr.Filter{Authors: []string{a.pk}}},
 	})
 	if err != nil || n != 3 {
 		t.Fatalf("count = %d (%v), want 3", n, err)
 	}
-	if n, err := s.Count(ctx, a.pk, nil); err != nil || n != 0 {
+	if n, err := s.Count(ctx, reader(a.pk), nil); err != nil || n != 0 {
 		t.Fatalf("no filters: %d (%v)", n, err)
 	}
 }
@@ -377,7 +390,7 @@ func testSoftDeleteHidesEventsAndHonoursAuthor(t *testing.T, s store.Store) {
 	if n != 1 {
 		t.Fatalf("author-scoped delete removed %d, want 1", n)
 	}
-	wantContents(t, "after delete", query(t, s, a.pk, nostr.Filter{}), "theirs")
+	wantContents(t, "after delete", query(t, s, reader(a.pk), nostr.Filter{}), "theirs")
 	if got, _, _ := s.Event(ctx, mine.ID); got != nil {
 		t.Fatal("deleted event still returned by Event")
 	}
@@ -394,8 +407,8 @@ func testSoftDeleteHidesEventsAndHonoursAuthor(t *testing.T, s store.Store) {
 	}
 }
 
-// privateSetup makes private channel "p" (owner member) and open channel "o", one message each.
-func privateSetup(t *testing.T, s store.Store) (owner, stranger key) {
+// channelSetup makes private channel "p" (owner member) and open channel "o", one message each.
+func channelSetup(t *testing.T, s store.Store) (owner, stranger key) {
 	owner, stranger = newKey(), newKey()
 	mustUpdate(t, s, func(tx store.Tx) error {
 		for _, c := range []store.Channel{openChannel("p", true, owner.pk), openChannel("o", false, owner.pk)} {
@@ -414,34 +427,37 @@ func privateSetup(t *testing.T, s store.Store) (owner, stranger key) {
 	return owner, stranger
 }
 
-func testPrivateChannelEventsNeedMembership(t *testing.T, s store.Store) {
-	owner, stranger := privateSetup(t, s)
+// The store holds no read rule of its own: channel events come only from the channels the
+// Access lists, whatever the channel's visibility or the reader's membership.
+func testChannelEventsOnlyFromGrantedChannels(t *testing.T, s store.Store) {
+	owner, stranger := channelSetup(t, s)
 	f := nostr.Filter{Kinds: []int{9}}
-	wantContents(t, "member", query(t, s, owner.pk, f), "public", "secret")
-	wantContents(t, "stranger", query(t, s, stranger.pk, f), "public")
-	wantContents(t, "anonymous", query(t, s, "", f), "public")
-	if n, _ := s.Count(ctx, stranger.pk, []store.Filter{{Filter: f}}); n != 1 {
-		t.Fatalf("stranger counts %d, want 1", n)
+	wantContents(t, "granted both", query(t, s, reader(owner.pk, "p", "o"), f), "public", "secret")
+	wantContents(t, "granted the open one", query(t, s, reader(owner.pk, "o"), f), "public")
+	wantContents(t, "member granted nothing", query(t, s, reader(owner.pk), f))
+	wantContents(t, "non-member granted the private one", query(t, s, reader(stranger.pk, "p"), f), "secret")
+	wantContents(t, "nil channel list", query(t, s, store.Access{Pubkey: owner.pk}, f))
+	if n, _ := s.Count(ctx, reader(stranger.pk, "o"), []store.Filter{{Filter: f}}); n != 1 {
+		t.Fatalf("count granted the open channel: %d, want 1", n)
 	}
-	// Joining grants access, leaving takes it away again.
-	mustUpdate(t, s, func(tx store.Tx) error { return tx.PutMember("p", stranger.pk, "member", 2) })
-	wantContents(t, "after joining", query(t, s, stranger.pk, f), "public", "secret")
-	mustUpdate(t, s, func(tx store.Tx) error { return tx.RemoveMember("p", stranger.pk) })
-	wantContents(t, "after leaving", query(t, s, stranger.pk, f), "public")
+	if n, _ := s.Count(ctx, reader(owner.pk), []store.Filter{{Filter: f}}); n != 0 {
+		t.Fatalf("count granted nothing: %d, want 0", n)
+	}
+	// An explicit #h filter cannot reach past the grant either.
+	wantContents(t, "#h of an ungranted channel", query(t, s, reader(stranger.pk, "o"), nostr.Filter{Tags: nostr.TagMap{"h": {"p"}}}))
 	// Event is not reader-scoped: the relay checks access itself after it.
-	if got, ch, _ := s.Event(ctx, query(t, s, owner.pk, nostr.Filter{Search: "secret"})[0].ID); got == nil || ch != "p" {
+	if got, ch, _ := s.Event(ctx, query(t, s, reader(owner.pk, "p"), nostr.Filter{Search: "secret"})[0].ID); got == nil || ch != "p" {
 		t.Fatalf("Event on a private channel's message: %v %q", got, ch)
 	}
 }
 
-func testDeletedChannelIsHiddenFromEveryone(t *testing.T, s store.Store) {
-	owner, _ := privateSetup(t, s)
+func testDeletedChannelStaysDeleted(t *testing.T, s store.Store) {
+	owner, _ := channelSetup(t, s)
 	for _, id := range []string{"p", "o"} {
 		c := openChannel(id, id == "p", owner.pk)
 		c.Deleted = true
 		mustUpdate(t, s, func(tx store.Tx) error { return tx.PutChannel(c) })
 	}
-	wantContents(t, "owner after delete", query(t, s, owner.pk, nostr.Filter{Kinds: []int{9}}))
 	// Putting the channel again (an edit) does not undelete it.
 	mustUpdate(t, s, func(tx store.Tx) error { return tx.PutChannel(openChannel("o", false, owner.pk)) })
 	chans, err := s.Channels(ctx)
@@ -457,25 +473,44 @@ func testDeletedChannelIsHiddenFromEveryone(t *testing.T, s store.Store) {
 
 func testPGatedKindsOnlyForTheTaggedReader(t *testing.T, s store.Store) {
 	a, b, c := newKey(), newKey(), newKey()
-	kind := store.PGatedKinds[0]
-	mustSave(t, s, "", a.sign(t, nostr.Event{Kind: kind, CreatedAt: 1, Content: "for b", Tags: nostr.Tags{{"p", b.pk}}}))
-	f := nostr.Filter{Kinds: []int{kind}}
-	wantContents(t, "tagged reader", query(t, s, b.pk, f), "for b")
-	wantContents(t, "author (not tagged)", query(t, s, a.pk, f))
-	wantContents(t, "other", query(t, s, c.pk, f))
-	if n, _ := s.Count(ctx, c.pk, []store.Filter{{Filter: f}}); n != 0 {
+	mustSave(t, s, "", a.sign(t, nostr.Event{Kind: pGatedKind, CreatedAt: 1, Content: "for b", Tags: nostr.Tags{{"p", b.pk}}}))
+	f := nostr.Filter{Kinds: []int{pGatedKind}}
+	wantContents(t, "tagged reader", query(t, s, reader(b.pk), f), "for b")
+	wantContents(t, "author (not tagged)", query(t, s, reader(a.pk), f))
+	wantContents(t, "other", query(t, s, reader(c.pk), f))
+	if n, _ := s.Count(ctx, reader(c.pk), []store.Filter{{Filter: f}}); n != 0 {
 		t.Fatalf("other counts %d", n)
 	}
+	// The gate is the Access's: a kind it does not list is not gated.
+	wantContents(t, "kind not listed", query(t, s, store.Access{Pubkey: c.pk}, f), "for b")
 }
 
-func testOwnerOnlyKindsForAuthorOrTaggedReader(t *testing.T, s store.Store) {
+func testPersonalKindsForAuthorOrTaggedReader(t *testing.T, s store.Store) {
 	a, b, c := newKey(), newKey(), newKey()
-	kind := store.OwnerOnlyKinds[0]
-	mustSave(t, s, "", a.sign(t, nostr.Event{Kind: kind, CreatedAt: 1, Content: "memory", Tags: nostr.Tags{{"d", "m"}, {"p", b.pk}}}))
-	f := nostr.Filter{Kinds: []int{kind}}
-	wantContents(t, "author", query(t, s, a.pk, f), "memory")
-	wantContents(t, "tagged", query(t, s, b.pk, f), "memory")
-	wantContents(t, "other", query(t, s, c.pk, f))
+	mustSave(t, s, "", a.sign(t, nostr.Event{Kind: personalKind, CreatedAt: 1, Content: "memory", Tags: nostr.Tags{{"d", "m"}, {"p", b.pk}}}))
+	f := nostr.Filter{Kinds: []int{personalKind}}
+	wantContents(t, "author", query(t, s, reader(a.pk), f), "memory")
+	wantContents(t, "tagged", query(t, s, reader(b.pk), f), "memory")
+	wantContents(t, "other", query(t, s, reader(c.pk), f))
+	if n, _ := s.Count(ctx, reader(c.pk), []store.Filter{{Filter: f}}); n != 0 {
+		t.Fatalf("other counts %d", n)
+	}
+	wantContents(t, "kind not listed", query(t, s, store.Access{Pubkey: c.pk}, f), "memory")
+}
+
+// A query whose context has ended stops with that context's error (the relay's per-read
+// deadline and cancel-on-leave rely on it).
+func testQueryStopsWhenContextEnds(t *testing.T, s store.Store) {
+	a := newKey()
+	mustSave(t, s, "", a.sign(t, nostr.Event{Kind: 1, CreatedAt: 1, Content: "x"}))
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := s.Query(done, reader(a.pk), store.Filter{}, 10); !errors.Is(err, context.Canceled) {
+		t.Fatalf("query on an ended context: %v, want context.Canceled", err)
+	}
+	if _, err := s.Count(done, reader(a.pk), []store.Filter{{}}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("count on an ended context: %v, want context.Canceled", err)
+	}
 }
 
 func testSearchNeedsEveryWordCaseInsensitive(t *testing.T, s store.Store) {
@@ -502,20 +537,20 @@ func testSearchNeedsEveryWordCaseInsensitive(t *testing.T, s store.Store) {
 		"build.log":     {"deploy failed: see build-log.txt"},
 		"release v2 ok": nil,
 	} {
-		wantContents(t, "search "+q, query(t, s, a.pk, nostr.Filter{Search: q}), want...)
+		wantContents(t, "search "+q, query(t, s, reader(a.pk), nostr.Filter{Search: q}), want...)
 	}
 	// Search combines with the other fields and with access rules like any filter.
-	wantContents(t, "search+kind", query(t, s, a.pk, nostr.Filter{Search: "deploy", Kinds: []int{7}}))
+	wantContents(t, "search+kind", query(t, s, reader(a.pk), nostr.Filter{Search: "deploy", Kinds: []int{7}}))
 }
 
 func testSearchNeverFailsOnOddInput(t *testing.T, s store.Store) {
 	a := newKey()
 	mustSave(t, s, "", a.sign(t, nostr.Event{Kind: 1, Content: "release notes for v2", CreatedAt: 1}))
 	for _, q := range []string{`"`, `*`, `NEAR(`, `notes AND`, `v2)`, `-x`, `release`, `a & b | !c`, `'`, `\`, `:*`, "\x00", "  "} {
-		if _, err := s.Query(ctx, a.pk, store.Filter{Filter: nostr.Filter{Search: q}}, 10); err != nil {
+		if _, err := s.Query(ctx, reader(a.pk), store.Filter{Filter: nostr.Filter{Search: q}}, 10); err != nil {
 			t.Errorf("search %q: %v", q, err)
 		}
-		if _, err := s.Count(ctx, a.pk, []store.Filter{{Filter: nostr.Filter{Search: q}}}); err != nil {
+		if _, err := s.Count(ctx, reader(a.pk), []store.Filter{{Filter: nostr.Filter{Search: q}}}); err != nil {
 			t.Errorf("count search %q: %v", q, err)
 		}
 	}

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -18,15 +19,26 @@ const (
 	subChannelPfx = "ch-"
 )
 
-// discover finds the channels the agent is a member of (39002 #p self → 39000 #d) and subscribes
-// to each. It retries on the upstream ladder (1, 2, 4, 8, 16 s) before giving up.
-func (h *Harness) discover(ctx context.Context) error {
+// channel is a subscribed channel and what we know about it.
+type channel struct {
+	ID    string
+	Name  string
+	Type  string // stream | private | dm | unknown
+	About string
+}
+
+// errLeft stops a running turn of a channel the agent left.
+var errLeft = errors.New("agent left the channel")
+
+// discover finds the channels the agent is a member of and subscribes to each from since. It
+// retries on the upstream ladder (1, 2, 4, 8, 16 s) before giving up.
+func (h *Harness) discover(ctx context.Context, since time.Time) error {
 	var err error
 	for attempt, delay := 0, time.Second; attempt < 6; attempt, delay = attempt+1, delay*2 {
 		var chans []*channel
-		if chans, err = h.memberChannels(ctx); err == nil {
+		if chans, err = h.relay.memberChannels(ctx); err == nil {
 			for _, c := range chans {
-				h.subscribe(c, h.watermark)
+				h.subscribe(c, since)
 			}
 			return nil
 		}
@@ -38,54 +50,6 @@ func (h *Harness) discover(ctx context.Context) error {
 		}
 	}
 	return fmt.Errorf("discover channels: %w", err)
-}
-
-func (h *Harness) memberChannels(ctx context.Context) ([]*channel, error) {
-	lists, err := h.bridge.Query(ctx, client.Filter{Filter: nostr.Filter{
-		Kinds: []int{protocol.KindGroupMembers}, Tags: nostr.TagMap{"p": {h.agent}}, Limit: 1000}})
-	if err != nil {
-		return nil, err
-	}
-	var ids []string
-	seen := map[string]bool{}
-	for i := range lists {
-		d := protocol.TagValue(lists[i].Tags, "d")
-		if protocol.IsUUID(d) && !seen[d] && protocol.IsMember(&lists[i], h.agent) {
-			seen[d] = true
-			ids = append(ids, d)
-		}
-	}
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	metas, err := h.bridge.Query(ctx, client.Filter{Filter: nostr.Filter{
-		Kinds: []int{protocol.KindGroupMetadata}, Tags: nostr.TagMap{"d": ids}, Limit: len(ids) * 2}})
-	if err != nil {
-		return nil, err
-	}
-	byID := map[string]protocol.ChannelMeta{}
-	for i := range metas {
-		m := protocol.ParseChannelMeta(&metas[i])
-		if _, dup := byID[m.ID]; !dup { // newest first
-			byID[m.ID] = m
-		}
-	}
-	var out []*channel
-	for _, id := range ids {
-		if h.cfg.Channels != nil && !h.cfg.Channels[id] {
-			continue
-		}
-		m, ok := byID[id]
-		switch {
-		case !ok:
-			out = append(out, &channel{ID: id, Name: "unknown", Type: "unknown"})
-		case m.Archived:
-			continue
-		default:
-			out = append(out, channelFromMeta(m))
-		}
-	}
-	return out, nil
 }
 
 func channelFromMeta(m protocol.ChannelMeta) *channel {
@@ -123,10 +87,8 @@ func (h *Harness) leave(id, why string) {
 	if err := h.store.Remove(id); err != nil {
 		h.log.Warn("session store", "err", err)
 	}
-	for _, s := range h.slots {
-		s.invalidateChannel(id, s.busy)
-	}
-	if stop := h.inflight[id]; stop != nil {
+	h.pool.dropSessions(channelScope(id))
+	if stop := h.inflight[channelScope(id)]; stop != nil {
 		stop(errLeft)
 	}
 	h.log.Info("left channel", "channel", id, "why", why, "dropped_events", len(dropped))
@@ -165,17 +127,25 @@ func (h *Harness) handleMembership(ctx context.Context, ev *nostr.Event) {
 	if h.cfg.Channels != nil && !h.cfg.Channels[id] {
 		return
 	}
-	h.memberSeq[id]++
-	m := membershipCheck{id: id, seq: h.memberSeq[id], notice: ev}
-	go func() {
-		m.member, m.meta, m.err = h.membership(ctx, id)
+	h.lookups.started[id]++
+	m := membershipCheck{id: id, seq: h.lookups.started[id], notice: ev}
+	h.tasks.Go(func() {
+		m.member, m.meta, m.err = h.relay.membership(ctx, id)
 		select {
-		case h.metas <- m:
+		case h.lookups.done <- m:
 		case <-ctx.Done():
 		}
-	}()
+	})
 }
 
+// memberLookups are the membership lookups running off the loop: how many were started per
+// channel (only the newest is applied) and where finished ones arrive.
+type memberLookups struct {
+	started map[string]int
+	done    chan membershipCheck
+}
+
+// membershipCheck is one finished lookup.
 type membershipCheck struct {
 	id     string
 	seq    int
@@ -185,31 +155,9 @@ type membershipCheck struct {
 	err    error
 }
 
-// membership reads whether the agent is in a channel now, and the channel's metadata.
-func (h *Harness) membership(ctx context.Context, id string) (bool, *protocol.ChannelMeta, error) {
-	evs, err := h.query(ctx,
-		nostr.Filter{Kinds: []int{protocol.KindGroupMembers}, Tags: nostr.TagMap{"d": {id}}, Limit: 1},
-		nostr.Filter{Kinds: []int{protocol.KindGroupMetadata}, Tags: nostr.TagMap{"d": {id}}, Limit: 1})
-	if err != nil {
-		return false, nil, err
-	}
-	var member bool
-	var meta *protocol.ChannelMeta
-	for i := range evs {
-		switch evs[i].Kind {
-		case protocol.KindGroupMembers:
-			member = protocol.IsMember(&evs[i], h.agent)
-		case protocol.KindGroupMetadata:
-			m := protocol.ParseChannelMeta(&evs[i])
-			meta = &m
-		}
-	}
-	return member, meta, nil
-}
-
 // applyMembership subscribes to or leaves a channel after a membership lookup.
 func (h *Harness) applyMembership(m membershipCheck) {
-	if m.seq != h.memberSeq[m.id] {
+	if m.seq != h.lookups.started[m.id] {
 		return // a newer notice's lookup is on its way
 	}
 	member := m.member

@@ -1,0 +1,96 @@
+package harness
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/buzz-harness/buzz/internal/acp"
+	"github.com/buzz-harness/buzz/internal/observer"
+	"github.com/buzz-harness/buzz/internal/prompt"
+)
+
+// The activity feed: what turns, sessions and agents did, as observer events.
+
+// emit publishes a turn's event.
+func (h *Harness) emit(in turnInput, typ string, data any) {
+	sid := ""
+	if in.session != nil {
+		sid = in.session.ID
+	}
+	h.bus.Publish(observer.Event{Type: typ, ChannelID: in.channel.ID, SessionID: sid, TurnID: in.turnID, Data: data})
+}
+
+// emitSession publishes a session's event (opened, resumed, failed, its system prompt).
+func (h *Harness) emitSession(in turnInput, sess *chanSession, typ string, data map[string]any) {
+	sid := ""
+	if sess != nil {
+		sid = sess.ID
+	}
+	h.bus.Publish(observer.Event{Type: typ, ChannelID: in.channel.ID, SessionID: sid, TurnID: in.turnID, Data: data})
+}
+
+// emitSystemPrompt publishes the standing context a session was given, split into its sections,
+// whichever route carried it (for user-message agents, from the prompt's leading blocks).
+func (h *Harness) emitSystemPrompt(in turnInput, sess *chanSession, standing prompt.Standing, blocks []string) {
+	var secs []prompt.Section
+	text := ""
+	if blocks != nil {
+		secs = prompt.ParseStandingBlocks(blocks)
+		parts := make([]string, len(secs))
+		for i, s := range secs {
+			parts[i] = s.Text
+		}
+		text = strings.Join(parts, "\n\n")
+	} else {
+		text = standing.SystemPrompt(h.cfg.AgentCwd)
+		secs = prompt.ParseStandingSections(text)
+	}
+	out := make([]map[string]string, len(secs))
+	for i, s := range secs {
+		out[i] = map[string]string{"label": s.Label, "body": s.Body}
+	}
+	h.emitSession(in, sess, "system_prompt", map[string]any{"route": sess.Route, "text": text, "sections": out})
+}
+
+// maxFeedText caps text copied into the activity feed: an agent may write lines of any size, and
+// the feed is for reading, not archiving.
+const maxFeedText = 64 << 10
+
+func clip(s string) string {
+	if len(s) <= maxFeedText {
+		return s
+	}
+	return s[:maxFeedText] + fmt.Sprintf("… [%d bytes cut]", len(s)-maxFeedText)
+}
+
+// onLine records every raw ACP line (secrets redacted, long lines clipped) on the activity feed.
+func (h *Harness) onLine(l acp.Line) {
+	line := string(l.Data)
+	if len(line) > maxFeedText {
+		line = line[:maxFeedText] // redact only what is kept
+	}
+	h.bus.Publish(observer.Event{Type: "acp_line", Data: map[string]any{"dir": l.Dir, "bytes": len(l.Data), "line": observer.Redact(line) + cutNote(len(l.Data))}})
+}
+
+func cutNote(n int) string {
+	if n <= maxFeedText {
+		return ""
+	}
+	return fmt.Sprintf("… [%d bytes cut]", n-maxFeedText)
+}
+
+// onUpdate turns session/update notifications into activity; replayed history is marked.
+func (h *Harness) onUpdate(u acp.SessionUpdate) {
+	data := map[string]any{"kind": u.Kind, "replay": u.Replay}
+	if u.Text != "" {
+		data["text"] = clip(u.Text)
+	}
+	if u.ToolCallID != "" {
+		data["toolCallId"], data["title"], data["status"] = u.ToolCallID, u.Title, u.Status
+	}
+	typ := "agent_update"
+	if u.Replay {
+		typ = "history"
+	}
+	h.bus.Publish(observer.Event{Type: typ, SessionID: u.SessionID, Data: data})
+}

@@ -1,0 +1,348 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/buzz-harness/buzz/internal/client"
+	"github.com/buzz-harness/buzz/internal/prompt"
+	"github.com/buzz-harness/buzz/internal/protocol"
+)
+
+const fetchTimeout = 3 * time.Second
+
+// relayClient is the harness's one-shot calls to the relay over the HTTP bridge: the reads a
+// prompt needs (standing context, thread or conversation context, profiles), membership lookups,
+// and publishes. Turn goroutines and the loop share it; only the profile cache is mutable.
+type relayClient struct {
+	bridge   *client.Bridge
+	self     string // the agent's pubkey hex
+	cfg      *Config
+	log      *slog.Logger
+	now      func() time.Time
+	profiles profileCache
+}
+
+// standing assembles the agent's standing context for a channel session: configured base,
+// persona and team text, plus core memory and the channel canvas from the relay (best effort).
+func (rc *relayClient) standing(ctx context.Context, ch channel, withRelay bool) prompt.Standing {
+	s := prompt.Standing{Base: rc.cfg.BasePrompt, System: rc.cfg.SystemPrompt, Team: rc.cfg.TeamInstructions}
+	if !withRelay {
+		return s
+	}
+	if rc.cfg.Memory {
+		if evs, err := rc.query(ctx, nostr.Filter{Kinds: []int{protocol.KindEngram}, Authors: []string{rc.self},
+			Tags: nostr.TagMap{"d": {"core"}}, Limit: 1}); err == nil && len(evs) > 0 {
+			s.Core = evs[0].Content
+		}
+	}
+	if ch.Type != protocol.TypeDM {
+		if evs, err := rc.query(ctx, nostr.Filter{Kinds: []int{protocol.KindCanvas}, Tags: nostr.TagMap{"h": {ch.ID}}, Limit: 1}); err == nil && len(evs) > 0 {
+			s.Canvas = &prompt.Canvas{EventID: evs[0].ID, Modified: evs[0].CreatedAt.Time(), ChannelID: ch.ID}
+		}
+	}
+	return s
+}
+
+// query runs one bridge query with the fetch timeout and a single retry.
+func (rc *relayClient) query(ctx context.Context, filters ...nostr.Filter) ([]nostr.Event, error) {
+	fs := make([]client.Filter, len(filters))
+	for i, f := range filters {
+		fs[i] = client.Filter{Filter: f}
+	}
+	var err error
+	for attempt := 0; attempt < 2; attempt++ {
+		qctx, cancel := context.WithTimeout(ctx, fetchTimeout)
+		var evs []nostr.Event
+		evs, err = rc.bridge.Query(qctx, fs...)
+		cancel()
+		if err == nil {
+			return evs, nil
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+	}
+	return nil, err
+}
+
+// renderTurn fetches what the prompt needs (thread or conversation context, profiles) and renders it.
+func (rc *relayClient) renderTurn(ctx context.Context, in turnInput, sess *chanSession) prompt.Rendered {
+	evs := make([]nostr.Event, len(in.batch.Items))
+	for i, it := range in.batch.Items {
+		evs[i] = *it.Event
+	}
+	last := evs[len(evs)-1]
+	pin := prompt.Input{
+		Events:          evs,
+		Channel:         prompt.Channel{ID: in.channel.ID, Name: in.channel.Name, Type: in.channel.Type, Description: in.channel.About},
+		Self:            rc.self,
+		Delivered:       sess.Delivered,
+		IncludeStanding: sess.Route == RouteUserMessage && !sess.StandingSent,
+	}
+	if pin.IncludeStanding {
+		if sess.opening != nil {
+			pin.Standing = *sess.opening
+		} else {
+			pin.Standing = rc.standing(ctx, in.channel, true)
+		}
+	}
+	sess.opening = nil // only the first prompt of a session can use it
+	pin.Context = rc.fetchContext(ctx, in.channel, last)
+	pin.Profiles = rc.profileLabels(ctx, evs, pin.Context)
+	return prompt.Build(pin)
+}
+
+// fetchContext returns the thread window of the last event's thread, or the DM conversation;
+// nil for top-level channel messages or when the fetch fails (the prompt still goes out).
+func (rc *relayClient) fetchContext(ctx context.Context, ch channel, last nostr.Event) *prompt.ThreadWindow {
+	limit := rc.cfg.ContextMessageLimit
+	if limit <= 0 {
+		return nil
+	}
+	ref := protocol.ParseThread(last.Tags)
+	switch {
+	case ref.Root != "":
+		replies := nostr.Filter{Kinds: protocol.MessageKinds, Tags: nostr.TagMap{"e": {ref.Root}, "h": {ch.ID}}, Limit: limit + 1}
+		mine := replies
+		mine.Authors, mine.Limit = []string{rc.self}, 1
+		evs, err := rc.query(ctx, nostr.Filter{IDs: []string{ref.Root}, Limit: 1}, replies, mine)
+		if err != nil {
+			rc.log.Warn("thread context fetch failed", "channel", ch.ID, "err", err)
+			return nil
+		}
+		var agentNewest *nostr.Event
+		for i := range evs {
+			if evs[i].PubKey == rc.self && evs[i].ID != ref.Root && (agentNewest == nil || evs[i].CreatedAt > agentNewest.CreatedAt) {
+				agentNewest = &evs[i]
+			}
+		}
+		count := int64(-1)
+		if w := prompt.BuildThreadContext(ref.Root, evs, agentNewest, limit, -1); w.Truncated {
+			cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			n, err := rc.bridge.Count(cctx, client.Filter{Filter: nostr.Filter{Kinds: protocol.MessageKinds, Tags: replies.Tags}})
+			cancel()
+			if err == nil {
+				count = n
+			}
+		}
+		w := prompt.BuildThreadContext(ref.Root, evs, agentNewest, limit, count)
+		return &w
+	case ch.Type == protocol.TypeDM:
+		evs, err := rc.query(ctx, nostr.Filter{Kinds: protocol.MessageKinds, Tags: nostr.TagMap{"h": {ch.ID}}, Limit: limit})
+		if err != nil {
+			rc.log.Warn("conversation context fetch failed", "channel", ch.ID, "err", err)
+			return nil
+		}
+		w := prompt.BuildConversationContext(evs, limit)
+		return &w
+	}
+	return nil
+}
+
+// profileTTL is how long a fetched kind-0 profile (or its absence) is trusted.
+const profileTTL = 5 * time.Minute
+
+// profileCache keeps recently fetched profiles so a turn does not query kind 0 every time.
+// Turn goroutines share it.
+type profileCache struct {
+	mu      sync.Mutex
+	entries map[string]cachedProfile
+}
+
+type cachedProfile struct {
+	p  prompt.Profile
+	at time.Time
+}
+
+// profiles labels the batch's authors, mentioned pubkeys and context authors from kind 0.
+// An "auth" tag of four elements (NIP-OA) marks an agent.
+func (rc *relayClient) profileLabels(ctx context.Context, evs []nostr.Event, w *prompt.ThreadWindow) map[string]prompt.Profile {
+	want := map[string]bool{}
+	for _, e := range evs {
+		want[e.PubKey] = true
+		for _, p := range protocol.Mentions(e.Tags) {
+			want[p] = true
+		}
+	}
+	if w != nil {
+		for _, e := range w.Messages {
+			want[e.PubKey] = true
+		}
+	}
+	now := rc.now()
+	out := map[string]prompt.Profile{}
+	var missing []string
+	rc.profiles.mu.Lock()
+	for pk := range want {
+		if c, ok := rc.profiles.entries[pk]; ok && now.Sub(c.at) < profileTTL {
+			out[pk] = c.p
+		} else {
+			missing = append(missing, pk)
+		}
+	}
+	rc.profiles.mu.Unlock()
+	if len(missing) == 0 {
+		return out
+	}
+	got, err := rc.query(ctx, nostr.Filter{Kinds: []int{protocol.KindProfile}, Authors: missing, Limit: len(missing)})
+	if err != nil {
+		return out
+	}
+	fetched := map[string]prompt.Profile{}
+	for _, e := range got {
+		if _, dup := fetched[e.PubKey]; !dup { // newest first
+			fetched[e.PubKey] = parseProfile(&e)
+		}
+	}
+	rc.profiles.mu.Lock()
+	defer rc.profiles.mu.Unlock()
+	if rc.profiles.entries == nil || len(rc.profiles.entries) > 10000 {
+		rc.profiles.entries = map[string]cachedProfile{}
+	}
+	for _, pk := range missing {
+		p := fetched[pk] // zero Profile when none exists: remembered too
+		rc.profiles.entries[pk] = cachedProfile{p: p, at: now}
+		out[pk] = p
+	}
+	return out
+}
+
+func parseProfile(e *nostr.Event) prompt.Profile {
+	var p struct {
+		DisplayName string `json:"display_name"`
+		Name        string `json:"name"`
+		NIP05       string `json:"nip05"`
+	}
+	_ = json.Unmarshal([]byte(e.Content), &p)
+	label := p.DisplayName
+	if label == "" {
+		label = p.Name
+	}
+	if label == "" {
+		label = p.NIP05
+	}
+	agent := false
+	for _, t := range e.Tags {
+		if len(t) == 4 && t[0] == "auth" {
+			agent = true
+		}
+	}
+	return prompt.Profile{Label: label, IsAgent: agent}
+}
+
+// publish sends one event through the bridge; failures are logged, never retried.
+func (rc *relayClient) publish(ctx context.Context, ev *nostr.Event) {
+	res, err := rc.bridge.Publish(ctx, ev)
+	if err != nil {
+		rc.log.Warn("publish failed", "kind", ev.Kind, "err", err)
+		return
+	}
+	if !res.Accepted {
+		rc.log.Warn("relay refused event", "kind", ev.Kind, "message", res.Message)
+	}
+}
+
+// answered reports whether the agent has posted, at or after since, a message in ch that replies
+// to one of evs or to their thread: the sign that a turn's reply landed even though its outcome
+// was not recorded (the harness or the agent died first). On a failed query it says no:
+// answering twice beats never answering.
+func (rc *relayClient) answered(ctx context.Context, ch string, evs []*nostr.Event, since time.Time) bool {
+	refs := map[string]bool{}
+	for _, ev := range evs {
+		refs[ev.ID] = true
+		if root := protocol.ParseThread(ev.Tags).Root; root != "" {
+			refs[root] = true
+		}
+	}
+	got, err := rc.query(ctx, nostr.Filter{Kinds: []int{protocol.KindStreamMessage}, Authors: []string{rc.self},
+		Tags: nostr.TagMap{"h": {ch}}, Since: ptrTS(since), Limit: 100})
+	if err != nil {
+		return false
+	}
+	for _, r := range got {
+		for _, t := range r.Tags {
+			if len(t) >= 2 && t[0] == "e" && refs[t[1]] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// memberChannels lists the channels the agent is a member of now (39002 #p self → 39000 #d),
+// restricted to cfg.Channels; archived channels are left out.
+func (rc *relayClient) memberChannels(ctx context.Context) ([]*channel, error) {
+	lists, err := rc.bridge.Query(ctx, client.Filter{Filter: nostr.Filter{
+		Kinds: []int{protocol.KindGroupMembers}, Tags: nostr.TagMap{"p": {rc.self}}, Limit: 1000}})
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	seen := map[string]bool{}
+	for i := range lists {
+		d := protocol.TagValue(lists[i].Tags, "d")
+		if protocol.IsUUID(d) && !seen[d] && protocol.IsMember(&lists[i], rc.self) {
+			seen[d] = true
+			ids = append(ids, d)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	metas, err := rc.bridge.Query(ctx, client.Filter{Filter: nostr.Filter{
+		Kinds: []int{protocol.KindGroupMetadata}, Tags: nostr.TagMap{"d": ids}, Limit: len(ids) * 2}})
+	if err != nil {
+		return nil, err
+	}
+	byID := map[string]protocol.ChannelMeta{}
+	for i := range metas {
+		m := protocol.ParseChannelMeta(&metas[i])
+		if _, dup := byID[m.ID]; !dup { // newest first
+			byID[m.ID] = m
+		}
+	}
+	var out []*channel
+	for _, id := range ids {
+		if rc.cfg.Channels != nil && !rc.cfg.Channels[id] {
+			continue
+		}
+		m, ok := byID[id]
+		switch {
+		case !ok:
+			out = append(out, &channel{ID: id, Name: "unknown", Type: "unknown"})
+		case m.Archived:
+			continue
+		default:
+			out = append(out, channelFromMeta(m))
+		}
+	}
+	return out, nil
+}
+
+// membership reads whether the agent is in a channel now, and the channel's metadata.
+func (rc *relayClient) membership(ctx context.Context, id string) (bool, *protocol.ChannelMeta, error) {
+	evs, err := rc.query(ctx,
+		nostr.Filter{Kinds: []int{protocol.KindGroupMembers}, Tags: nostr.TagMap{"d": {id}}, Limit: 1},
+		nostr.Filter{Kinds: []int{protocol.KindGroupMetadata}, Tags: nostr.TagMap{"d": {id}}, Limit: 1})
+	if err != nil {
+		return false, nil, err
+	}
+	var member bool
+	var meta *protocol.ChannelMeta
+	for i := range evs {
+		switch evs[i].Kind {
+		case protocol.KindGroupMembers:
+			member = protocol.IsMember(&evs[i], rc.self)
+		case protocol.KindGroupMetadata:
+			m := protocol.ParseChannelMeta(&evs[i])
+			meta = &m
+		}
+	}
+	return member, meta, nil
+}

@@ -1,0 +1,42 @@
+package relay
+
+import "github.com/buzz-harness/buzz/internal/relay/store"
+
+// Test hooks for hostile_test.go (package relay_test).
+
+// PeakQueuedBytes is the most bytes ever queued for one WebSocket client.
+func PeakQueuedBytes(r *Relay) int64 { return r.peakQueued.Load() }
+
+// Conns is the number of open WebSocket connections.
+func Conns(r *Relay) int {
+	r.connsMu.RLock()
+	defer r.connsMu.RUnlock()
+	return len(r.conns)
+}
+
+// PendingReads counts reads admitted or waiting at the read gate.
+func PendingReads(r *Relay) int {
+	r.gate.mu.Lock()
+	defer r.gate.mu.Unlock()
+	n := 0
+	for _, cs := range r.gate.clients {
+		n += cs.users
+	}
+	return n
+}
+
+// WithStore configures a relay whose store is wrapped by wrap.
+func WithStore(wrap func(store.Store) store.Store, more func(*Config)) func(*Config) {
+	return func(c *Config) {
+		c.wrapStore = wrap
+		if more != nil {
+			more(c)
+		}
+	}
+}
+
+// MaxClientQueries and MaxSearches expose the read limits to the tests that pin them.
+const (
+	MaxClientQueries = maxClientQueries
+	MaxSearches      = maxSearches
+)

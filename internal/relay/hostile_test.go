@@ -1,0 +1,518 @@
+package relay_test
+
+// Attacks found against a loopback relay, each refused here over real connections. The store
+// is real everywhere; where a test needs a query that takes long, stallingStore stands in for
+// the cost of one (it holds the query until its context ends) and records how it ended.
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/btcsuite/btcd/btcec/v2"
+	"github.com/btcsuite/btcd/btcec/v2/schnorr"
+	"github.com/coder/websocket"
+	"github.com/google/uuid"
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/relay"
+	"github.com/buzz-harness/buzz/internal/relay/relaytest"
+	"github.com/buzz-harness/buzz/internal/relay/store"
+)
+
+// stallKind marks a non-search filter the stalling store holds.
+const stallKind = 31999
+
+type stallingStore struct {
+	store.Store
+	mu      sync.Mutex
+	running int
+	peak    int
+	ended   chan error
+}
+
+func newStallingStore() *stallingStore { return &stallingStore{ended: make(chan error, 64)} }
+
+func (s *stallingStore) stalls(f store.Filter) bool {
+	return f.Search != "" || slices.Contains(f.Kinds, stallKind)
+}
+
+func (s *stallingStore) Query(ctx context.Context, a store.Access, f store.Filter, limit int) ([]nostr.Event, error) {
+	if !s.stalls(f) {
+		return s.Store.Query(ctx, a, f, limit)
+	}
+	s.mu.Lock()
+	s.running++
+	s.peak = max(s.peak, s.running)
+	s.mu.Unlock()
+	<-ctx.Done()
+	s.mu.Lock()
+	s.running--
+	s.mu.Unlock()
+	s.ended <- ctx.Err()
+	return nil, ctx.Err()
+}
+
+func (s *stallingStore) Count(ctx context.Context, a store.Access, filters []store.Filter) (int64, error) {
+	for _, f := range filters {
+		if s.stalls(f) {
+			_, err := s.Query(ctx, a, f, 1)
+			return 0, err
+		}
+	}
+	return s.Store.Count(ctx, a, filters)
+}
+
+func (s *stallingStore) counts() (running, peak int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.running, s.peak
+}
+
+// startStalling runs a relay whose store stalls searches and stallKind filters.
+func startStalling(t *testing.T, more func(*relay.Config)) (*relaytest.Server, *stallingStore) {
+	st := newStallingStore()
+	s := relaytest.StartWith(t, relay.WithStore(func(inner store.Store) store.Store {
+		st.Store = inner
+		return st
+	}, more))
+	return s, st
+}
+
+// eventually polls cond until it holds or 30 s pass (a condition, not a guessed sleep; the
+// bound only decides when to give up on a loaded machine).
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func authedRaw(t *testing.T, s *relaytest.Server) (*rawConn, user) {
+	u := newUser()
+	c := dialRaw(t, s.URL)
+	c.mustAuth(u.sk, s.URL)
+	return c, u
+}
+
+// plainReqAnswers times one ordinary REQ until its EOSE.
+func plainReqAnswers(t *testing.T, s *relaytest.Server) time.Duration {
+	t.Helper()
+	c, _ := authedRaw(t, s)
+	start := time.Now()
+	c.send("REQ", "plain", map[string]any{"kinds": []int{9}, "limit": 5})
+	c.readUntil("EOSE")
+	return time.Since(start)
+}
+
+// hugeSearch is the attack's search: ~200 KB of 100,000 words.
+func hugeSearch() string {
+	var b strings.Builder
+	for i := range 100_000 {
+		fmt.Fprintf(&b, "w%d ", i%1000)
+	}
+	return b.String()[:200_000]
+}
+
+func TestHostileHugeSearchIsRefusedOnReqCountAndBridge(t *testing.T) {
+	s := relaytest.Start(t)
+	alice := newUser()
+	ch := s.CreateChannel(t, alice.sk, "lobby", false)
+	for i := range 20 {
+		s.Publish(t, alice.sk, msg(ch, fmt.Sprintf("w%d hello world", i)))
+	}
+	search := hugeSearch()
+	for i := range 6 {
+		c, _ := authedRaw(t, s)
+		label := []string{"REQ", "COUNT"}[i%2]
+		c.send(label, "flood", map[string]any{"search": search})
+		got := c.readUntil("CLOSED")
+		if !hasPrefix(got[2], `invalid: filter "search"`) {
+			t.Fatalf("%s with a 200 KB search: %v, want refused as invalid", label, got)
+		}
+	}
+	body, _ := json.Marshal([]map[string]any{{"search": search}})
+	if status, raw := s.Post(t, alice.sk, "/query", body); status != http.StatusBadRequest {
+		t.Fatalf("bridge /query with a 200 KB search answered %d %s", status, raw)
+	}
+	// A plain read is served at once (the attack made it wait 2.5 min). 1 s is the target;
+	// 5 s keeps a loaded CI machine from flaking.
+	if d := plainReqAnswers(t, s); d > 5*time.Second {
+		t.Fatalf("plain REQ took %s", d)
+	}
+}
+
+func TestHostileSearchFloodLeavesReadersForPlainReads(t *testing.T) {
+	s, st := startStalling(t, func(c *relay.Config) { c.QueryTimeout = time.Minute })
+	for i := range 6 {
+		c, _ := authedRaw(t, s)
+		c.send("REQ", "flood", map[string]any{"search": fmt.Sprintf("slow query %d", i)})
+	}
+	eventually(t, "six searches at the gate", func() bool { return relay.PendingReads(s.Relay) == 6 })
+	if running, _ := st.counts(); running != relay.MaxSearches {
+		t.Fatalf("%d searches run at once, want the relay-wide cap %d", running, relay.MaxSearches)
+	}
+	if d := plainReqAnswers(t, s); d > 5*time.Second {
+		t.Fatalf("plain REQ took %s behind a search flood", d)
+	}
+	if _, peak := st.counts(); peak > relay.MaxSearches {
+		t.Fatalf("peak of %d concurrent searches, cap %d", peak, relay.MaxSearches)
+	}
+}
+
+func TestHostileQueryIsCancelledWhenItsClientLeaves(t *testing.T) {
+	s, st := startStalling(t, func(c *relay.Config) { c.QueryTimeout = time.Hour })
+	c, _ := authedRaw(t, s)
+	c.send("REQ", "slow", map[string]any{"search": "anything"})
+	eventually(t, "the search to start", func() bool { r, _ := st.counts(); return r == 1 })
+	c.ws.CloseNow()
+	select {
+	case err := <-st.ended:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("query ended with %v, want cancelled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the query ran on after its client left")
+	}
+}
+
+func TestHostileSlowQueryHitsItsDeadline(t *testing.T) {
+	s, st := startStalling(t, func(c *relay.Config) { c.QueryTimeout = 200 * time.Millisecond })
+	c, u := authedRaw(t, s)
+	c.send("REQ", "slow", map[string]any{"search": "anything"})
+	if got := c.readUntil("CLOSED"); !hasPrefix(got[2], "error: query took longer than") {
+		t.Fatalf("REQ answer %v", got)
+	}
+	if err := <-st.ended; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("query ended with %v, want its deadline", err)
+	}
+	body, _ := json.Marshal([]map[string]any{{"kinds": []int{stallKind}}})
+	if status, raw := s.Post(t, u.sk, "/count", body); status != http.StatusServiceUnavailable {
+		t.Fatalf("bridge /count past the deadline answered %d %s", status, raw)
+	}
+}
+
+func TestHostileBridgeBurstFromOneClientRunsTwoAtATime(t *testing.T) {
+	s, st := startStalling(t, func(c *relay.Config) { c.QueryTimeout = 2 * time.Second })
+	attacker := newUser()
+	body, _ := json.Marshal([]map[string]any{{"kinds": []int{stallKind}}})
+	var wg sync.WaitGroup
+	for range 5 {
+		// Not s.Post: it may call t.Fatal, which only the test goroutine may.
+		auth, err := protocol.SignHTTPAuth(attacker.sk, s.HTTPURL+"/query", http.MethodPost, body, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodPost, s.HTTPURL+"/query", bytes.NewReader(body))
+			req.Header.Set("Authorization", auth)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		})
+	}
+	eventually(t, "five queries at the gate", func() bool { return relay.PendingReads(s.Relay) == 5 })
+	if running, _ := st.counts(); running != relay.MaxClientQueries {
+		t.Fatalf("one client runs %d queries at once, want %d", running, relay.MaxClientQueries)
+	}
+	other := newUser()
+	start := time.Now()
+	s.Query(t, other.sk, nostr.Filter{Kinds: []int{9}, Limit: 1})
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("another client's query took %s", d)
+	}
+	wg.Wait()
+	if _, peak := st.counts(); peak > relay.MaxClientQueries {
+		t.Fatalf("peak %d concurrent queries from one client", peak)
+	}
+}
+
+// ownerTag builds a NIP-OA ["auth", owner, conditions, sig] tag for agentPK.
+func ownerTag(t *testing.T, ownerSK, agentPK, conds string) nostr.Tag {
+	t.Helper()
+	raw, _ := hex.DecodeString(ownerSK)
+	priv, _ := btcec.PrivKeyFromBytes(raw)
+	digest := sha256.Sum256([]byte("nostr:agent-auth:" + agentPK + ":" + conds))
+	sig, err := schnorr.Sign(priv, digest[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ownerPK, _ := nostr.GetPublicKey(ownerSK)
+	return nostr.Tag{"auth", ownerPK, conds, hex.EncodeToString(sig.Serialize())}
+}
+
+func addTo(t *testing.T, s *relaytest.Server, actorSK, ch, target string) (int, relaytest.PublishResult) {
+	return s.TryPublish(t, actorSK, &nostr.Event{Kind: protocol.KindPutUser, Tags: nostr.Tags{{"h", ch}, {"p", target}}})
+}
+
+func TestHostileChannelAddFloodHonoursTheTargetsPolicy(t *testing.T) {
+	s := relaytest.Start(t)
+	spammer, owner, agent, loner, forgedAgent := newUser(), newUser(), newUser(), newUser(), newUser()
+	ch := s.CreateChannel(t, spammer.sk, "spam", false)
+
+	// nobody: no third party may add the agent, not even a channel owner.
+	s.Publish(t, loner.sk, nostr.Event{Kind: protocol.KindAgentProfile, Content: `{"channel_add_policy":"nobody"}`})
+	if status, res := addTo(t, s, spammer.sk, ch, loner.pk); res.Accepted || !strings.Contains(res.Error, "policy:nobody") {
+		t.Fatalf("add against policy nobody: %d %+v", status, res)
+	}
+	// owner_only: only the owner its NIP-OA tag proves.
+	s.Publish(t, agent.sk, nostr.Event{Kind: protocol.KindAgentProfile, Content: `{"channel_add_policy":"owner_only"}`,
+		Tags: nostr.Tags{ownerTag(t, owner.sk, agent.pk, "")}})
+	if status, res := addTo(t, s, spammer.sk, ch, agent.pk); res.Accepted || !strings.Contains(res.Error, "policy:owner_only") {
+		t.Fatalf("stranger's add against owner_only: %d %+v", status, res)
+	}
+	if status, res := addTo(t, s, owner.sk, ch, agent.pk); !res.Accepted {
+		t.Fatalf("owner's add refused: %d %+v", status, res)
+	}
+	// A forged owner tag (signed by someone else) proves nothing.
+	forged := ownerTag(t, spammer.sk, forgedAgent.pk, "")
+	forged[1] = owner.pk
+	s.Publish(t, forgedAgent.sk, nostr.Event{Kind: protocol.KindAgentProfile, Content: `{"channel_add_policy":"owner_only"}`, Tags: nostr.Tags{forged}})
+	ch2 := s.CreateChannel(t, owner.sk, "other", false)
+	if _, res := addTo(t, s, owner.sk, ch2, forgedAgent.pk); res.Accepted || !strings.Contains(res.Error, "no owner set") {
+		t.Fatalf("add with a forged owner tag: %+v", res)
+	}
+	// Joining by oneself is never gated.
+	s.Publish(t, loner.sk, nostr.Event{Kind: protocol.KindJoinRequest, Tags: nostr.Tags{{"h", ch2}}})
+}
+
+func TestHostileCrossSiteOriginIsRefused(t *testing.T) {
+	s := relaytest.StartWith(t, func(c *relay.Config) { c.AllowedOrigins = []string{"http://127.0.0.1:5173"} })
+	dial := func(origin string) (*http.Response, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ws, resp, err := websocket.Dial(ctx, s.URL, &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {origin}}})
+		if err == nil {
+			ws.CloseNow()
+		}
+		return resp, err
+	}
+	if resp, err := dial("https://evil.example"); err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("WebSocket from a foreign origin: err %v resp %v", err, resp)
+	}
+	if _, err := dial("HTTP://127.0.0.1:5173"); err != nil {
+		t.Fatalf("WebSocket from the allowed origin refused: %v", err)
+	}
+	u := newUser()
+	body := []byte(`[{"kinds":[9]}]`)
+	post := func(origin string) int {
+		auth, _ := protocol.SignHTTPAuth(u.sk, s.HTTPURL+"/query", http.MethodPost, body, time.Now())
+		req, _ := http.NewRequest(http.MethodPost, s.HTTPURL+"/query", bytes.NewReader(body))
+		req.Header.Set("Authorization", auth)
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if status := post("https://evil.example"); status != http.StatusForbidden {
+		t.Fatalf("bridge from a foreign origin answered %d", status)
+	}
+	if status := post(""); status != http.StatusOK {
+		t.Fatalf("bridge without Origin (CLI) answered %d", status)
+	}
+}
+
+// authAs opens a WebSocket sending hostHeader and answers AUTH naming relayURL.
+func authAs(t *testing.T, s *relaytest.Server, hostHeader, relayURL string) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, s.URL, &websocket.DialOptions{Host: hostHeader})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.CloseNow() })
+	c := &rawConn{t: t, ws: ws}
+	c.challenge = c.read()[1].(string)
+	u := newUser()
+	return c.auth(u.sk, relayURL, time.Now())[2] == true
+}
+
+// postAs sends a NIP-98 /query with the given Host header and u tag.
+func postAs(t *testing.T, s *relaytest.Server, hostHeader, u string) int {
+	t.Helper()
+	body := []byte(`[{"kinds":[9]}]`)
+	auth, _ := protocol.SignHTTPAuth(newUser().sk, u, http.MethodPost, body, time.Now())
+	req, _ := http.NewRequest(http.MethodPost, s.HTTPURL+"/query", bytes.NewReader(body))
+	req.Host = hostHeader
+	req.Header.Set("Authorization", auth)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func TestHostileAuthNamingTheHostHeaderIsRefused(t *testing.T) {
+	s := relaytest.Start(t)
+	port := s.URL[strings.LastIndex(s.URL, ":")+1:]
+	evil := "evil.example:" + port
+	if authAs(t, s, evil, "ws://"+evil) {
+		t.Fatal("NIP-42 accepted a relay tag naming only the request's Host header")
+	}
+	if status := postAs(t, s, evil, "http://"+evil+"/query"); status != http.StatusUnauthorized {
+		t.Fatalf("NIP-98 with u naming the Host header answered %d", status)
+	}
+	for _, name := range []string{"127.0.0.1", "localhost", "[::1]"} {
+		if !authAs(t, s, evil, "ws://"+name+":"+port) {
+			t.Errorf("NIP-42 refused the loopback name %s with the listen port", name)
+		}
+	}
+	if authAs(t, s, "", "ws://127.0.0.1:1") {
+		t.Error("NIP-42 accepted a loopback URL with another port")
+	}
+	if status := postAs(t, s, evil, "http://localhost:"+port+"/query"); status != http.StatusOK {
+		t.Fatalf("NIP-98 naming localhost with the listen port answered %d", status)
+	}
+}
+
+func TestHostileAuthWithAPublicURLAcceptsOnlyIt(t *testing.T) {
+	s := relaytest.StartWith(t, func(c *relay.Config) { c.PublicURL = "wss://Relay.Example/" })
+	if !authAs(t, s, "relay.example", "wss://relay.example:443") {
+		t.Fatal("NIP-42 refused the public URL (default port spelled out)")
+	}
+	if authAs(t, s, "127.0.0.1", s.URL) {
+		t.Fatal("NIP-42 accepted the listen address although a public URL is configured")
+	}
+	if status := postAs(t, s, "relay.example", "https://relay.example/query"); status != http.StatusOK {
+		t.Fatalf("NIP-98 naming the public URL answered %d", status)
+	}
+	if status := postAs(t, s, "evil.example", "https://evil.example/query"); status != http.StatusUnauthorized {
+		t.Fatalf("NIP-98 naming the Host header answered %d", status)
+	}
+}
+
+func TestHostileSlowReaderIsDroppedWithBoundedQueue(t *testing.T) {
+	s := relaytest.StartWith(t, func(c *relay.Config) { c.WriteTimeout = time.Second })
+	alice := newUser()
+	ch := s.CreateChannel(t, alice.sk, "big", false)
+	// The attack asked for 100 events ten times; 40 keep the test quick and still ask for
+	// 200 MB, 25 times the cap.
+	const stored = 40
+	for i := range stored {
+		s.Publish(t, alice.sk, msg(ch, fmt.Sprintf("%d %s", i, strings.Repeat("x", 500_000))))
+	}
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	peakHeap := make(chan uint64, 1)
+	stop := make(chan struct{})
+	go func() {
+		var peak uint64
+		var m runtime.MemStats
+		for {
+			select {
+			case <-stop:
+				peakHeap <- peak
+				return
+			case <-time.After(20 * time.Millisecond):
+				runtime.ReadMemStats(&m)
+				peak = max(peak, m.HeapAlloc)
+			}
+		}
+	}()
+
+	c, _ := authedRaw(t, s)
+	for i := range 10 {
+		c.send("REQ", fmt.Sprintf("big%d", i), map[string]any{"kinds": []int{9}, "#h": []string{ch}, "limit": stored})
+	}
+	// The client never reads: the relay must drop it, not buffer 200 MB for it.
+	eventually(t, "the relay to drop the stalled client", func() bool { return relay.Conns(s.Relay) == 0 })
+	close(stop)
+	if peak := relay.PeakQueuedBytes(s.Relay); peak > relay.DefaultMaxQueuedBytes {
+		t.Fatalf("%d bytes queued for one client, cap %d", peak, relay.DefaultMaxQueuedBytes)
+	}
+	// Generous: one REQ's 20 MB result is in memory while it is sent, and garbage awaits the
+	// collector; without the cap all 200 MB wait in the queue.
+	if grew := int64(<-peakHeap) - int64(before.HeapAlloc); grew > 120<<20 {
+		t.Fatalf("heap grew by %d MB while a client stalled", grew>>20)
+	}
+}
+
+func TestHostileOpenDataDirIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := relay.Open(relay.Config{DataDir: dir})
+	if err == nil || !strings.Contains(err.Error(), "chmod 700") {
+		t.Fatalf("Open on a 0755 data dir: %v, want a refusal naming the fix", err)
+	}
+	fresh := filepath.Join(t.TempDir(), "new")
+	r, err := relay.Open(relay.Config{DataDir: fresh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, p := range []string{fresh, filepath.Join(fresh, "relay.db"), filepath.Join(fresh, "relay.key")} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			t.Errorf("%s has mode %04o", p, fi.Mode().Perm())
+		}
+	}
+}
+
+func TestHostileUppercaseTwinOfAChannelIsRefused(t *testing.T) {
+	s := relaytest.Start(t)
+	alice, eve := newUser(), newUser()
+	ch := s.CreateChannel(t, alice.sk, "general", true)
+	twin := strings.ToUpper(ch)
+	status, res := s.TryPublish(t, eve.sk, &nostr.Event{Kind: protocol.KindCreateGroup, Tags: nostr.Tags{{"h", twin}, {"name", "general"}}})
+	if res.Accepted || !strings.Contains(res.Error, "lowercase") {
+		t.Fatalf("uppercase twin channel: %d %+v", status, res)
+	}
+	if _, res := s.TryPublish(t, eve.sk, &nostr.Event{Kind: 9, Content: "x", Tags: nostr.Tags{{"h", strings.ToUpper(uuid.NewString())}}}); res.Accepted {
+		t.Fatal("message to an uppercase channel id accepted")
+	}
+}
+
+func TestHostileNIP98WithABodyButNoPayloadHashIsRefused(t *testing.T) {
+	s := relaytest.Start(t)
+	u := newUser()
+	body := []byte(`[{"kinds":[9]}]`)
+	ev := nostr.Event{Kind: protocol.KindHTTPAuth, CreatedAt: nostr.Now(), Tags: nostr.Tags{
+		{"u", s.HTTPURL + "/query"}, {"method", "POST"}, {"nonce", uuid.NewString()},
+	}}
+	ev.Sign(u.sk)
+	raw, _ := json.Marshal(ev)
+	req, _ := http.NewRequest(http.MethodPost, s.HTTPURL+"/query", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Nostr "+base64.StdEncoding.EncodeToString(raw))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]string
+	decodeJSON(t, resp, &out)
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(out["error"], "payload") {
+		t.Fatalf("NIP-98 without payload hash: %d %v", resp.StatusCode, out)
+	}
+}
