@@ -109,6 +109,9 @@ func (r *Relay) submitChecked(ctx context.Context, ev *nostr.Event, checkErr err
 	if channelKinds[ev.Kind] && !hasCh {
 		return rejected(http.StatusBadRequest, "invalid: missing h tag with the channel id")
 	}
+	if r.shared != nil && !r.shared.Live() {
+		return errNoDatabase
+	}
 	if protocol.IsChannelAdmin(ev.Kind) {
 		return r.submitAdmin(ctx, ev, chID)
 	}
@@ -121,6 +124,11 @@ func (r *Relay) submitChecked(ctx context.Context, ev *nostr.Event, checkErr err
 	}
 	if protocol.IsEphemeral(ev.Kind) {
 		r.broadcast(ev, scope)
+		if r.shared != nil {
+			if err := r.shared.Publish(ctx, ev, scope); err != nil {
+				r.log.Warn("ephemeral event not passed to other nodes", "id", ev.ID, "err", err)
+			}
+		}
 		return accepted("")
 	}
 	err := r.st.Update(ctx, func(tx store.Tx) error {

@@ -33,6 +33,12 @@ var migrations embed.FS
 type Store struct {
 	pool   *pgxpool.Pool
 	closed atomic.Bool
+
+	// node names this Store in its change notices, so a node skips its own; topic is the
+	// NOTIFY channel, one per schema (nodes share a schema, tests each have their own).
+	node  string
+	topic string
+	live  atomic.Bool // the Follow connection is up (set by Follow)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -56,7 +62,12 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: migrate: %w", err)
 	}
-	return &Store{pool: pool}, nil
+	var schema string
+	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	return &Store{pool: pool, node: newNodeID(), topic: "buzz_relay:" + schema}, nil
 }
 
 // migrate applies the embedded migrations not yet recorded in schema_migrations, all in one
@@ -123,7 +134,7 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	}
 	var err error
 	for range maxAttempts {
-		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return fn(&pgTx{ctx: ctx, tx: tx}) })
+		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return fn(&pgTx{ctx: ctx, tx: tx, s: s}) })
 		if !retryable(err) {
 			break
 		}
@@ -147,6 +158,7 @@ func (s *Store) wrap(err error) error {
 type pgTx struct {
 	ctx context.Context
 	tx  pgx.Tx
+	s   *Store
 }
 
 func dTag(ev *nostr.Event) string {
@@ -241,9 +253,9 @@ func (t *pgTx) SaveEvent(ev *nostr.Event, channelID string) error {
 		content, raw = c, &r
 	}
 	var seq int64
-	err = t.tx.QueryRow(t.ctx, `INSERT INTO events (id, pubkey, created_at, kind, tags, content, content_raw, sig, channel_id, d_tag)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (id) DO NOTHING RETURNING seq`,
-		text(ev.ID), text(ev.PubKey), int64(ev.CreatedAt), ev.Kind, string(tags), content, raw, text(ev.Sig), ch, d).Scan(&seq)
+	err = t.tx.QueryRow(t.ctx, `INSERT INTO events (id, pubkey, created_at, kind, tags, content, content_raw, sig, channel_id, d_tag, origin)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (id) DO NOTHING RETURNING seq`,
+		text(ev.ID), text(ev.PubKey), int64(ev.CreatedAt), ev.Kind, string(tags), content, raw, text(ev.Sig), ch, d, t.s.node).Scan(&seq)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.ErrDuplicate
 	}
@@ -266,8 +278,11 @@ func (t *pgTx) SaveEvent(ev *nostr.Event, channelID string) error {
 	if len(names) > 0 {
 		_, err = t.tx.Exec(t.ctx, `INSERT INTO event_tags (seq, name, value, created_at)
 			SELECT $1, n, v, $2 FROM unnest($3::text[], $4::text[]) AS t (n, v)`, seq, int64(ev.CreatedAt), names, values)
+		if err != nil {
+			return err
+		}
 	}
-	return err
+	return t.notify(noticeEvent, strconv.FormatInt(seq, 10))
 }
 
 func (t *pgTx) SoftDelete(ids []string, author string, at int64) (int, error) {
@@ -302,18 +317,27 @@ func (t *pgTx) PutChannel(c store.Channel) error {
 			deleted_at = COALESCE(channels.deleted_at, excluded.deleted_at)`,
 		text(c.ID), text(c.Name), text(c.About), text(c.Visibility), text(c.Type), text(c.Topic), text(c.Purpose),
 		c.Archived, c.TTL, text(c.CreatedBy), c.CreatedAt, deleted)
-	return err
+	if err != nil {
+		return err
+	}
+	return t.notify(noticeChannel, text(c.ID))
 }
 
 func (t *pgTx) PutMember(channelID, pubkey, role string, at int64) error {
 	_, err := t.tx.Exec(t.ctx, `INSERT INTO members (channel_id, pubkey, role, joined_at) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (channel_id, pubkey) DO UPDATE SET role = excluded.role`, text(channelID), text(pubkey), text(role), at)
-	return err
+	if err != nil {
+		return err
+	}
+	return t.notify(noticeChannel, text(channelID))
 }
 
 func (t *pgTx) RemoveMember(channelID, pubkey string) error {
 	_, err := t.tx.Exec(t.ctx, `DELETE FROM members WHERE channel_id = $1 AND pubkey = $2`, text(channelID), text(pubkey))
-	return err
+	if err != nil {
+		return err
+	}
+	return t.notify(noticeChannel, text(channelID))
 }
 
 // Query implements store.Store.
