@@ -38,7 +38,7 @@ const followTimeout = 30 * time.Second
 // startFollowing subscribes to other nodes' changes and waits until the feed is up.
 func (r *Relay) startFollowing() error {
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
+	done, up := make(chan struct{}), make(chan struct{}, 1)
 	go func() {
 		defer close(done)
 		r.shared.Follow(ctx, postgres.Peer{
@@ -46,20 +46,24 @@ func (r *Relay) startFollowing() error {
 			Ephemeral:      r.broadcast,
 			ChannelChanged: func(id string) { _ = r.reloadChannel(ctx, id) },
 			Resync:         func() { r.reloadChannels(ctx) },
-			Log:            r.log,
-			Retry:          r.cfg.ReconnectDelay,
+			Up: func() {
+				select {
+				case up <- struct{}{}:
+				default:
+				}
+			},
+			Log:   r.log,
+			Retry: r.cfg.ReconnectDelay,
 		})
 	}()
 	r.stopFollow = func() { cancel(); <-done }
-	deadline := time.Now().Add(followTimeout)
-	for !r.shared.Live() {
-		if time.Now().After(deadline) {
-			r.stopFollow()
-			return fmt.Errorf("relay: no change feed from the database after %s", followTimeout)
-		}
-		time.Sleep(10 * time.Millisecond)
+	select {
+	case <-up:
+		return nil
+	case <-time.After(followTimeout):
+		r.stopFollow()
+		return fmt.Errorf("relay: no change feed from the database after %s", followTimeout)
 	}
-	return nil
 }
 
 // reloadChannel refreshes the acl mirror of one channel from the database, and ends the live

@@ -119,7 +119,14 @@ func (r *Relay) submitChecked(ctx context.Context, ev *nostr.Event, checkErr err
 	// Globally stored kinds (profiles, say) that name a channel still need the right to write there.
 	if target := cmp.Or(scope, chID); target != "" {
 		if res, ok := r.checkWrite(ev.PubKey, target); !ok {
-			return res
+			// Another node may have created the channel or added the member a moment ago,
+			// before its notice reached this node: ask the database before refusing.
+			if r.shared == nil || r.reloadChannel(ctx, target) != nil {
+				return res
+			}
+			if res, ok := r.checkWrite(ev.PubKey, target); !ok {
+				return res
+			}
 		}
 	}
 	if protocol.IsEphemeral(ev.Kind) {

@@ -138,7 +138,9 @@ type Peer struct {
 	// Resync runs after the connection came back: changes may have been missed, so every
 	// channel should be reloaded. Stored then receives the events missed meanwhile.
 	Resync func()
-	Log    *slog.Logger
+	// Up runs each time the feed is (again) connected and caught up.
+	Up  func()
+	Log *slog.Logger
 	// Retry is the pause before reconnecting; 0 = one second.
 	Retry time.Duration
 }
@@ -226,6 +228,9 @@ func (s *Store) follow(ctx context.Context, p Peer, seen *recentSeqs, last *int6
 		}
 	}
 	s.live.Store(true)
+	if p.Up != nil {
+		p.Up()
+	}
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
