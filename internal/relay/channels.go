@@ -167,7 +167,7 @@ func (r *Relay) submitAdmin(ctx context.Context, ev *nostr.Event, chID string) r
 		}
 		return nil
 	})
-	if res, done := storeOutcome(err); done {
+	if res, done := r.storeOutcome(err); done {
 		return res
 	}
 	r.acl.put(next)

@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/relay"
 	"github.com/buzz-harness/buzz/internal/relay/relaytest"
+	"github.com/buzz-harness/buzz/internal/relay/store"
 	"github.com/buzz-harness/buzz/internal/relay/store/postgres/pgtest"
 )
 
@@ -40,18 +42,6 @@ func twoNodes(t *testing.T, more func(*relay.Config)) (a, b *relaytest.Server) {
 		t.Fatal("nodes sign with different relay keys")
 	}
 	return a, b
-}
-
-// waitFor polls cond until it holds (cross-node delivery is asynchronous), failing after 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // readEvent skips frames until an EVENT for sub arrives and returns its content.
@@ -98,7 +88,7 @@ func TestClusterMemberRemovedOnOneNodeGetsNoMoreFanOutOnAnother(t *testing.T) {
 	a.AddMember(t, alice.sk, ch, bob.pk, "member")
 	a.Publish(t, alice.sk, msg(ch, "before"))
 	// B learns of the membership from A's notice; until then it rightly shows bob nothing.
-	waitFor(t, "B to let bob read the private channel", func() bool {
+	eventually(t, "B to let bob read the private channel", func() bool {
 		return len(b.Query(t, bob.sk, nostr.Filter{Kinds: []int{9}, Tags: nostr.TagMap{"h": {ch}}})) == 1
 	})
 
@@ -197,10 +187,10 @@ func TestClusterNodeCatchesUpAfterLosingItsFeedAndRefusesWritesMeanwhile(t *test
 	sub.mustAuth(bob.sk, b.URL)
 	sub.send("REQ", "live", map[string]any{"kinds": []int{9}, "#h": []string{ch}})
 	sub.readUntil("EOSE")
-	waitFor(t, "B's feed", func() bool { return relay.FeedLive(b.Relay) })
+	eventually(t, "B's feed", func() bool { return relay.FeedLive(b.Relay) })
 
 	cutFeed(t, relay.FeedName(b.Relay))
-	waitFor(t, "B to notice its feed is gone", func() bool { return !relay.FeedLive(b.Relay) })
+	eventually(t, "B to notice its feed is gone", func() bool { return !relay.FeedLive(b.Relay) })
 	ev := msg(ch, "from B while cut off")
 	status, res := b.TryPublish(t, bob.sk, &ev)
 	if status != http.StatusServiceUnavailable || !strings.HasPrefix(res.Error, "error:") || !strings.Contains(res.Error, "retry") {
@@ -230,5 +220,24 @@ func cutFeed(t *testing.T, name string) {
 	var n int
 	if err := conn.QueryRow(ctx, `SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`, name).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("terminate %s: %d sessions (%v)", name, n, err)
+	}
+}
+
+// failingUpdates is a store whose writes fail, as a PostgreSQL write does when its connection
+// drops mid-request.
+type failingUpdates struct{ store.Store }
+
+func (failingUpdates) Update(context.Context, func(store.Tx) error) error {
+	return errors.New("conn closed")
+}
+
+func TestClusterFailedWriteIsAnsweredAsRetryable(t *testing.T) {
+	db := pgtest.URL(t)
+	s := relaytest.StartWith(t, relay.WithStore(func(inner store.Store) store.Store { return failingUpdates{inner} },
+		func(c *relay.Config) { c.Database = db }))
+	ev := nostr.Event{Kind: 1, Content: "x"}
+	status, res := s.TryPublish(t, newUser().sk, &ev)
+	if status != http.StatusServiceUnavailable || !strings.HasPrefix(res.Error, "error:") || !strings.Contains(res.Error, "retry") {
+		t.Fatalf("failed write on a shared database: %d %q, want 503 error: … retry", status, res.Error)
 	}
 }

@@ -157,15 +157,27 @@ func (r *Relay) submitChecked(ctx context.Context, ev *nostr.Event, checkErr err
 		}
 		return nil
 	})
-	if res, done := storeOutcome(err); done {
+	if res, done := r.storeOutcome(err); done {
 		return res
 	}
 	r.broadcast(ev, scope)
 	return accepted("")
 }
 
-// storeOutcome maps a store error to a result; done is false when the write succeeded.
-func storeOutcome(err error) (result, bool) {
+// storeOutcome is storeResult, except that on a shared database a failed write is answered as
+// retryable: it fails from a lost connection or a contended lock, both passing.
+func (r *Relay) storeOutcome(err error) (result, bool) {
+	res, done := storeResult(err)
+	if done && !res.OK && r.shared != nil && !errors.Is(err, store.ErrClosed) {
+		return errStoreRetry, true
+	}
+	return res, done
+}
+
+var errStoreRetry = rejected(http.StatusServiceUnavailable, "error: could not store event; retry in a few seconds")
+
+// storeResult maps a store error to a result; done is false when the write succeeded.
+func storeResult(err error) (result, bool) {
 	switch {
 	case err == nil:
 		return result{}, false
