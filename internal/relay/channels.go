@@ -26,7 +26,9 @@ func (r *Relay) nextStamp(ctx context.Context, kind int, channel string) (nostr.
 	defer r.stampMu.Unlock()
 	k := stampKey{kind, channel}
 	last, ok := r.stamps[k]
-	if !ok {
+	// Other nodes stamp too: read the newest from the database, under the channel's admin
+	// lock (submitAdmin), so stamps keep increasing across nodes.
+	if !ok || r.shared != nil {
 		scope := channel
 		if kind == protocol.KindMemberAdded || kind == protocol.KindMemberRemoved {
 			scope = "" // stored global
@@ -67,6 +69,18 @@ func (r *Relay) signRelay(ctx context.Context, kind int, channel string, tags no
 func (r *Relay) submitAdmin(ctx context.Context, ev *nostr.Event, chID string) result {
 	r.admin.Lock()
 	defer r.admin.Unlock()
+	if r.shared != nil {
+		// Other nodes act on this channel too: hold its lock across them, and decide on the
+		// channel as the database has it now, not as this node's mirror last heard.
+		unlock, err := r.shared.LockChannel(ctx, chID)
+		if err != nil {
+			return errNoDatabase
+		}
+		defer unlock()
+		if err := r.reloadChannel(ctx, chID); err != nil {
+			return errNoDatabase
+		}
+	}
 	if old, _, err := r.st.Event(ctx, ev.ID); err == nil && old != nil {
 		return accepted(store.ErrDuplicate.Error())
 	}
@@ -153,7 +167,7 @@ func (r *Relay) submitAdmin(ctx context.Context, ev *nostr.Event, chID string) r
 		}
 		return nil
 	})
-	if res, done := storeOutcome(err); done {
+	if res, done := r.storeOutcome(err); done {
 		return res
 	}
 	r.acl.put(next)

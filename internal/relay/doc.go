@@ -21,4 +21,11 @@
 // the store and is mirrored in memory (acl.go) so access checks on the hot paths need no query;
 // acl.go is also the one place read access is decided (stored queries carry its store.Access).
 // Each NIP-29 admin kind has its own rule function (admin_rules.go).
+//
+// Several nodes may share one PostgreSQL database (Config.Database, same relay.key). cluster.go
+// keeps the per-node state right across them: every write NOTIFYs on commit, and each node
+// fans other nodes' events out to its own sockets and reloads (and revokes on) changed channels;
+// a channel's admin actions take a cross-node lock and stamp 39000-series events past the newest
+// stored; a node whose change feed is down refuses writes (retryable) and, reconnected, catches
+// up from the database.
 package relay

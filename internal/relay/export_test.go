@@ -40,3 +40,15 @@ const (
 	MaxClientQueries = maxClientQueries
 	MaxSearches      = maxSearches
 )
+
+// Shared-database hooks for cluster_test.go: whether the node's change feed is up, and the
+// name its feed connection carries in pg_stat_activity (so a test can cut exactly that one).
+func FeedLive(r *Relay) bool { return r.shared != nil && r.shared.Live() }
+
+func FeedName(r *Relay) string {
+	n, _ := r.shared.(interface{ Node() string })
+	if n == nil {
+		return ""
+	}
+	return "buzz-relay-follow-" + n.Node()
+}

@@ -109,6 +109,9 @@ func (r *Relay) submitChecked(ctx context.Context, ev *nostr.Event, checkErr err
 	if channelKinds[ev.Kind] && !hasCh {
 		return rejected(http.StatusBadRequest, "invalid: missing h tag with the channel id")
 	}
+	if r.shared != nil && !r.shared.Live() {
+		return errNoDatabase
+	}
 	if protocol.IsChannelAdmin(ev.Kind) {
 		return r.submitAdmin(ctx, ev, chID)
 	}
@@ -116,11 +119,23 @@ func (r *Relay) submitChecked(ctx context.Context, ev *nostr.Event, checkErr err
 	// Globally stored kinds (profiles, say) that name a channel still need the right to write there.
 	if target := cmp.Or(scope, chID); target != "" {
 		if res, ok := r.checkWrite(ev.PubKey, target); !ok {
-			return res
+			// Another node may have created the channel or added the member a moment ago,
+			// before its notice reached this node: ask the database before refusing.
+			if r.shared == nil || r.reloadChannel(ctx, target) != nil {
+				return res
+			}
+			if res, ok := r.checkWrite(ev.PubKey, target); !ok {
+				return res
+			}
 		}
 	}
 	if protocol.IsEphemeral(ev.Kind) {
 		r.broadcast(ev, scope)
+		if r.shared != nil {
+			if err := r.shared.Publish(ctx, ev, scope); err != nil {
+				r.log.Warn("ephemeral event not passed to other nodes", "id", ev.ID, "err", err)
+			}
+		}
 		return accepted("")
 	}
 	err := r.st.Update(ctx, func(tx store.Tx) error {
@@ -142,15 +157,27 @@ func (r *Relay) submitChecked(ctx context.Context, ev *nostr.Event, checkErr err
 		}
 		return nil
 	})
-	if res, done := storeOutcome(err); done {
+	if res, done := r.storeOutcome(err); done {
 		return res
 	}
 	r.broadcast(ev, scope)
 	return accepted("")
 }
 
-// storeOutcome maps a store error to a result; done is false when the write succeeded.
-func storeOutcome(err error) (result, bool) {
+// storeOutcome is storeResult, except that on a shared database a failed write is answered as
+// retryable: it fails from a lost connection or a contended lock, both passing.
+func (r *Relay) storeOutcome(err error) (result, bool) {
+	res, done := storeResult(err)
+	if done && !res.OK && r.shared != nil && !errors.Is(err, store.ErrClosed) {
+		return errStoreRetry, true
+	}
+	return res, done
+}
+
+var errStoreRetry = rejected(http.StatusServiceUnavailable, "error: could not store event; retry in a few seconds")
+
+// storeResult maps a store error to a result; done is false when the write succeeded.
+func storeResult(err error) (result, bool) {
 	switch {
 	case err == nil:
 		return result{}, false

@@ -21,6 +21,7 @@ import (
 
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/relay/store"
+	"github.com/buzz-harness/buzz/internal/relay/store/postgres"
 )
 
 // MaxFrameBytes is the largest WebSocket frame (and HTTP body) the relay accepts.
@@ -47,6 +48,12 @@ type Config struct {
 	// DataDir holds relay.db and relay.key. It is created 0700 if missing; an existing one
 	// that group or others may access is refused (the database holds private channels).
 	DataDir string
+	// Database is a postgres:// URL for the store, shared by every node given the same one
+	// (and the same relay.key); "" keeps the SQLite relay.db in DataDir.
+	Database string
+	// ReconnectDelay is the pause before a node reconnects its lost change feed from the
+	// shared database; 0 = one second. Only with Database.
+	ReconnectDelay time.Duration
 	// PublicURL (RELAY_URL) is the relay's public ws(s):// URL. When set, NIP-42 relay tags and
 	// NIP-98 u tags must name it; when empty, only the listen address and loopback names with
 	// the listen port are accepted. The request's Host header is never trusted.
@@ -99,6 +106,9 @@ type Relay struct {
 	listenAddr string
 
 	peakQueued atomic.Int64 // highest bytes ever queued on one connection (tests, limits)
+
+	shared     shared // nil unless several nodes may share the store
+	stopFollow func()
 }
 
 // Open opens the store, loads or creates the relay key and runs migrations.
@@ -133,10 +143,11 @@ func Open(cfg Config) (*Relay, error) {
 	}
 	pk, _ := nostr.GetPublicKey(sk)
 	var st store.Store
-	st, err = store.Open(filepath.Join(cfg.DataDir, "relay.db"))
+	st, err = openStore(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("relay: open store: %w", err)
 	}
+	sh, _ := st.(shared)
 	if cfg.wrapStore != nil {
 		st = cfg.wrapStore(st)
 	}
@@ -158,6 +169,13 @@ func Open(cfg Config) (*Relay, error) {
 		gate:       newQueryGate(),
 		origins:    origins,
 		listenAddr: cfg.ListenAddr,
+		shared:     sh,
+	}
+	if sh != nil {
+		if err := r.startFollowing(); err != nil {
+			st.Close()
+			return nil, err
+		}
 	}
 	r.info = r.nip11()
 	r.mux = http.NewServeMux()
@@ -168,6 +186,19 @@ func Open(cfg Config) (*Relay, error) {
 	r.mux.HandleFunc("/query", r.bridge(r.bridgeQuery))
 	r.mux.HandleFunc("/count", r.bridge(r.bridgeCount))
 	return r, nil
+}
+
+// openStore picks the backend: PostgreSQL when Database is set, else SQLite in DataDir.
+func openStore(cfg Config) (store.Store, error) {
+	if cfg.Database == "" {
+		return store.Open(filepath.Join(cfg.DataDir, "relay.db"))
+	}
+	if !strings.HasPrefix(cfg.Database, "postgres://") && !strings.HasPrefix(cfg.Database, "postgresql://") {
+		return nil, errors.New("database must be a postgres:// URL")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return postgres.Open(ctx, cfg.Database)
 }
 
 // loadOrCreateKey reads the relay's hex secret key, creating it (0600) on first start so
@@ -217,6 +248,9 @@ func (r *Relay) Close() error {
 	r.connsMu.Unlock()
 	for _, c := range conns {
 		c.shutdown()
+	}
+	if r.stopFollow != nil {
+		r.stopFollow()
 	}
 	return r.st.Close()
 }

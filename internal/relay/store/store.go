@@ -1,5 +1,6 @@
 // Package store persists the relay's events, channels, members and NIP-98 replay guard.
-// The relay talks to it through Store; SQLite (Open) is the embedded implementation.
+// The relay talks to it through Store; SQLite (Open) is the embedded implementation and
+// store/postgres the one several relay nodes can share. storetest is the suite both pass.
 package store
 
 import (
@@ -58,7 +59,8 @@ type Access struct {
 // Store is what the relay needs from storage. Read access is enforced by the relay, which
 // passes its decision as an Access; the store only applies it (see Access).
 type Store interface {
-	// Update runs fn in one write transaction; writes are serialized (a single writer).
+	// Update runs fn in one write transaction. fn may run more than once (PostgreSQL reruns a
+	// transaction that lost a deadlock to another writer), so it must only write through the Tx.
 	Update(ctx context.Context, fn func(Tx) error) error
 	// Query returns events matching f that a may see, newest first, at most limit. It stops
 	// and returns ctx's error when ctx ends.

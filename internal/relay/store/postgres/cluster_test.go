@@ -1,0 +1,130 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/buzz-harness/buzz/internal/relay/store"
+	"github.com/buzz-harness/buzz/internal/relay/store/postgres"
+	"github.com/buzz-harness/buzz/internal/relay/store/postgres/pgtest"
+)
+
+func signedNote(t *testing.T, content string) *nostr.Event {
+	t.Helper()
+	ev := nostr.Event{Kind: 1, Content: content, CreatedAt: nostr.Now(), Tags: nostr.Tags{}}
+	if err := ev.Sign(nostr.GeneratePrivateKey()); err != nil {
+		t.Fatal(err)
+	}
+	return &ev
+}
+
+// follow runs x.Follow until the test ends and returns the contents it hands on and its Up
+// signals.
+func follow(t *testing.T, x *postgres.Store, retry time.Duration) (<-chan string, <-chan struct{}) {
+	stored, up := make(chan string, 16), make(chan struct{}, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		x.Follow(ctx, postgres.Peer{
+			Stored: func(ev *nostr.Event, _ string) { stored <- ev.Content },
+			Up:     func() { up <- struct{}{} },
+			Retry:  retry,
+		})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return stored, up
+}
+
+func next[T any](t *testing.T, c <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+// Seqs are taken at insert, so a transaction can commit a lower seq after a higher one was
+// seen. A node that lost its feed in between must still find it when catching up.
+func TestFollowCatchUpFindsAnEarlierSeqCommittedLate(t *testing.T) {
+	url := pgtest.URL(t)
+	x, y := open(t, url), open(t, url)
+	stored, up := follow(t, x, 2*time.Second)
+	next(t, up, "the feed")
+
+	inserted, commit, slowDone := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		first := true
+		slowDone <- y.Update(context.Background(), func(tx store.Tx) error {
+			if err := tx.SaveEvent(signedNote(t, "slow"), ""); err != nil {
+				return err
+			}
+			if first {
+				first = false
+				close(inserted)
+				<-commit
+			}
+			return nil
+		})
+	}()
+	<-inserted
+	if err := y.Update(context.Background(), func(tx store.Tx) error { return tx.SaveEvent(signedNote(t, "fast"), "") }); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(t, stored, "the fast event"); got != "fast" {
+		t.Fatalf("handed on %q, want fast", got)
+	}
+
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`,
+		"buzz-relay-follow-"+x.Node()); err != nil {
+		t.Fatal(err)
+	}
+	for x.Live() {
+		time.Sleep(10 * time.Millisecond) // the feed notices the cut at once; this is not a timer
+	}
+	close(commit) // commits while x's feed is down: its notice is lost with the connection
+	if err := <-slowDone; err != nil {
+		t.Fatal(err)
+	}
+	next(t, up, "the feed to come back")
+	if got := next(t, stored, "the slow event"); got != "slow" {
+		t.Fatalf("catch-up handed on %q, want slow (and fast not twice)", got)
+	}
+	select {
+	case got := <-stored:
+		t.Fatalf("handed on %q again", got)
+	default:
+	}
+}
+
+// A node hands on only other nodes' events: it fanned its own out when it stored them.
+func TestFollowSkipsTheNodesOwnEvents(t *testing.T) {
+	url := pgtest.URL(t)
+	x, y := open(t, url), open(t, url)
+	stored, up := follow(t, x, 0)
+	next(t, up, "the feed")
+	for _, w := range []struct {
+		s       *postgres.Store
+		content string
+	}{{x, "mine"}, {y, "theirs"}} {
+		if err := w.s.Update(context.Background(), func(tx store.Tx) error { return tx.SaveEvent(signedNote(t, w.content), "") }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := next(t, stored, "an event"); got != "theirs" {
+		t.Fatalf("handed on %q, want only the other node's event", got)
+	}
+}

@@ -1,0 +1,516 @@
+// Package postgres is the relay's store.Store on PostgreSQL, for running several relay nodes
+// on one database. It keeps the SQLite store's contract: same replaceable and addressable
+// rules, soft delete, the relay's read Access applied inside every query, NIP-50 search and a NIP-98 replay set that
+// holds across nodes.
+package postgres
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/relay/store"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Store is a store.Store on a pgx connection pool.
+type Store struct {
+	pool   *pgxpool.Pool
+	closed atomic.Bool
+
+	// node names this Store in its change notices, so a node skips its own; topic is the
+	// NOTIFY channel, one per schema (nodes share a schema, tests each have their own).
+	node  string
+	topic string
+	live  atomic.Bool // the Follow connection is up (set by Follow)
+}
+
+var _ store.Store = (*Store)(nil)
+
+// maxAttempts bounds how often Update reruns a transaction that lost a deadlock or
+// serialization race to another writer (another request, or another node).
+const maxAttempts = 5
+
+// Open connects to the database at url (postgres://…) and applies pending migrations.
+// Connection parameters such as search_path may be given in the URL.
+func Open(ctx context.Context, url string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: bad database URL: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: migrate: %w", err)
+	}
+	var schema string
+	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	return &Store{pool: pool, node: newNodeID(), topic: "buzz_relay:" + schema}, nil
+}
+
+// migrate applies the embedded migrations not yet recorded in schema_migrations, all in one
+// transaction under an advisory lock: nodes starting together take turns, and the later ones
+// find nothing left to do.
+func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		// Keyed by schema, so separate schemas (one per test, say) migrate independently.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('buzz-relay-migrate:' || current_schema(), 0))`); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+			version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`); err != nil {
+			return err
+		}
+		var current int
+		if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+			return err
+		}
+		for _, name := range names {
+			base := strings.TrimPrefix(name, "migrations/")
+			v, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
+			if err != nil {
+				return fmt.Errorf("migration %s: name must start with a number", base)
+			}
+			if v <= current {
+				continue
+			}
+			body, err := migrations.ReadFile(name)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, string(body)); err != nil {
+				return fmt.Errorf("migration %s: %w", base, err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Close closes the pool; later calls fail with store.ErrClosed.
+func (s *Store) Close() error {
+	if s.closed.CompareAndSwap(false, true) {
+		s.pool.Close()
+	}
+	return nil
+}
+
+// Update runs fn in one transaction. Unlike SQLite's single writer, transactions from other
+// requests and nodes run concurrently: SaveEvent serializes the writers of one replaceable
+// address with an advisory lock, and a transaction that loses a deadlock or serialization
+// race is rolled back and fn runs again (so fn must only do its writes through the Tx).
+func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	var err error
+	for range maxAttempts {
+		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return fn(&pgTx{ctx: ctx, tx: tx, s: s}) })
+		if !retryable(err) {
+			break
+		}
+	}
+	return s.wrap(err)
+}
+
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01") // serialization_failure, deadlock_detected
+}
+
+// wrap turns the pool's own "closed" failure into store.ErrClosed.
+func (s *Store) wrap(err error) error {
+	if err != nil && s.closed.Load() && !errors.Is(err, store.ErrClosed) {
+		return fmt.Errorf("%w: %v", store.ErrClosed, err)
+	}
+	return err
+}
+
+type pgTx struct {
+	ctx context.Context
+	tx  pgx.Tx
+	s   *Store
+}
+
+func dTag(ev *nostr.Event) string {
+	for _, t := range ev.Tags {
+		if len(t) >= 2 && t[0] == "d" {
+			return t[1]
+		}
+	}
+	return ""
+}
+
+// text makes s storable as PostgreSQL text, which holds neither NUL nor invalid UTF-8. Used on
+// both sides (stored values and filter values), so lookups still agree.
+func text(s string) string {
+	if strings.IndexByte(s, 0) >= 0 {
+		s = strings.ReplaceAll(s, "\x00", "\uFFFD")
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+func (t *pgTx) SaveEvent(ev *nostr.Event, channelID string) error {
+	var d *string
+	if protocol.IsReplaceable(ev.Kind) || protocol.IsAddressable(ev.Kind) {
+		q := `SELECT seq, id, created_at FROM events WHERE kind = $1 AND pubkey = $2 AND deleted_at IS NULL`
+		args := []any{ev.Kind, text(ev.PubKey)}
+		addr := fmt.Sprintf("%d:%s", ev.Kind, ev.PubKey)
+		if protocol.IsAddressable(ev.Kind) {
+			v := text(dTag(ev))
+			d = &v
+			q += ` AND d_tag = $3`
+			args = append(args, v)
+			addr += ":" + v
+		}
+		// One writer per address at a time, across nodes: without it two versions saved at
+		// once would both see no rival and both be stored.
+		if _, err := t.tx.Exec(t.ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, text(addr)); err != nil {
+			return err
+		}
+		rows, err := t.tx.Query(t.ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		var older []int64
+		newer, dup := false, false
+		for rows.Next() {
+			var seq, ca int64
+			var id string
+			if err := rows.Scan(&seq, &id, &ca); err != nil {
+				rows.Close()
+				return err
+			}
+			switch {
+			case id == ev.ID:
+				dup = true
+			// NIP-01: the newest wins; on a created_at tie the lowest id wins.
+			case ca > int64(ev.CreatedAt) || (ca == int64(ev.CreatedAt) && id < ev.ID):
+				newer = true
+			default:
+				older = append(older, seq)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if dup {
+			return store.ErrDuplicate
+		}
+		if newer {
+			return store.ErrNewerExists
+		}
+		if len(older) > 0 {
+			// Replaced versions go entirely (their tags by cascade): no replaceable history.
+			if _, err := t.tx.Exec(t.ctx, `DELETE FROM events WHERE seq = ANY($1)`, older); err != nil {
+				return err
+			}
+		}
+	}
+	tags, err := json.Marshal(ev.Tags)
+	if err != nil {
+		return err
+	}
+	var ch *string
+	if channelID != "" {
+		v := text(channelID)
+		ch = &v
+	}
+	content, raw := ev.Content, (*string)(nil)
+	if c := text(content); c != content {
+		b, _ := json.Marshal(content) // escapes NUL and bad UTF-8 as \u sequences
+		r := string(b)
+		content, raw = c, &r
+	}
+	var seq int64
+	err = t.tx.QueryRow(t.ctx, `INSERT INTO events (id, pubkey, created_at, kind, tags, content, content_raw, sig, channel_id, d_tag, origin)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (id) DO NOTHING RETURNING seq`,
+		text(ev.ID), text(ev.PubKey), int64(ev.CreatedAt), ev.Kind, string(tags), content, raw, text(ev.Sig), ch, d, t.s.node).Scan(&seq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.ErrDuplicate
+	}
+	if err != nil {
+		return err
+	}
+	seen := map[[2]string]bool{}
+	var names, values []string
+	for _, tag := range ev.Tags {
+		if len(tag) < 2 || len(tag[0]) != 1 {
+			continue
+		}
+		k := [2]string{text(tag[0]), text(tag[1])}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		names, values = append(names, k[0]), append(values, k[1])
+	}
+	if len(names) > 0 {
+		_, err = t.tx.Exec(t.ctx, `INSERT INTO event_tags (seq, name, value, created_at)
+			SELECT $1, n, v, $2 FROM unnest($3::text[], $4::text[]) AS t (n, v)`, seq, int64(ev.CreatedAt), names, values)
+		if err != nil {
+			return err
+		}
+	}
+	return t.notify(noticeEvent, strconv.FormatInt(seq, 10))
+}
+
+func (t *pgTx) SoftDelete(ids []string, author string, at int64) (int, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	clean := make([]string, len(ids))
+	for i, id := range ids {
+		clean[i] = text(id)
+	}
+	q := `UPDATE events SET deleted_at = $1 WHERE id = ANY($2) AND deleted_at IS NULL`
+	args := []any{at, clean}
+	if author != "" {
+		q += ` AND pubkey = $3`
+		args = append(args, text(author))
+	}
+	tag, err := t.tx.Exec(t.ctx, q, args...)
+	return int(tag.RowsAffected()), err
+}
+
+func (t *pgTx) PutChannel(c store.Channel) error {
+	var deleted *int64
+	if c.Deleted {
+		now := time.Now().Unix()
+		deleted = &now
+	}
+	_, err := t.tx.Exec(t.ctx, `INSERT INTO channels (id, name, about, visibility, channel_type, topic, purpose, archived, ttl, created_by, created_at, deleted_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+		ON CONFLICT (id) DO UPDATE SET name = excluded.name, about = excluded.about, visibility = excluded.visibility,
+			channel_type = excluded.channel_type, topic = excluded.topic, purpose = excluded.purpose,
+			archived = excluded.archived, ttl = excluded.ttl,
+			deleted_at = COALESCE(channels.deleted_at, excluded.deleted_at)`,
+		text(c.ID), text(c.Name), text(c.About), text(c.Visibility), text(c.Type), text(c.Topic), text(c.Purpose),
+		c.Archived, c.TTL, text(c.CreatedBy), c.CreatedAt, deleted)
+	if err != nil {
+		return err
+	}
+	return t.notify(noticeChannel, text(c.ID))
+}
+
+func (t *pgTx) PutMember(channelID, pubkey, role string, at int64) error {
+	_, err := t.tx.Exec(t.ctx, `INSERT INTO members (channel_id, pubkey, role, joined_at) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (channel_id, pubkey) DO UPDATE SET role = excluded.role`, text(channelID), text(pubkey), text(role), at)
+	if err != nil {
+		return err
+	}
+	return t.notify(noticeChannel, text(channelID))
+}
+
+func (t *pgTx) RemoveMember(channelID, pubkey string) error {
+	_, err := t.tx.Exec(t.ctx, `DELETE FROM members WHERE channel_id = $1 AND pubkey = $2`, text(channelID), text(pubkey))
+	if err != nil {
+		return err
+	}
+	return t.notify(noticeChannel, text(channelID))
+}
+
+// Query implements store.Store.
+func (s *Store) Query(ctx context.Context, acc store.Access, f store.Filter, limit int) ([]nostr.Event, error) {
+	if s.closed.Load() {
+		return nil, store.ErrClosed
+	}
+	var a args
+	where, empty := buildWhere(&a, acc, f)
+	if empty || limit <= 0 {
+		return []nostr.Event{}, nil
+	}
+	q := `SELECT e.id, e.pubkey, e.created_at, e.kind, e.tags, e.content, e.content_raw, e.sig FROM events e WHERE ` + where +
+		` ORDER BY e.created_at DESC, e.id ASC LIMIT ` + a.add(limit)
+	rows, err := s.pool.Query(ctx, q, a...)
+	if err != nil {
+		return nil, s.wrap(err)
+	}
+	defer rows.Close()
+	out := []nostr.Event{}
+	for rows.Next() {
+		ev, err := scanEvent(rows, nil)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ev)
+	}
+	return out, s.wrap(rows.Err())
+}
+
+// scanEvent reads id, pubkey, created_at, kind, tags, content, content_raw, sig (and the
+// channel into ch when not nil).
+func scanEvent(row pgx.Row, ch *string) (nostr.Event, error) {
+	var ev nostr.Event
+	var ca int64
+	var tags string
+	var raw, chv *string
+	dest := []any{&ev.ID, &ev.PubKey, &ca, &ev.Kind, &tags, &ev.Content, &raw, &ev.Sig}
+	if ch != nil {
+		dest = append(dest, &chv)
+	}
+	if err := row.Scan(dest...); err != nil {
+		return ev, err
+	}
+	ev.CreatedAt = nostr.Timestamp(ca)
+	if err := json.Unmarshal([]byte(tags), &ev.Tags); err != nil {
+		return ev, fmt.Errorf("event %s: bad stored tags: %w", ev.ID, err)
+	}
+	if raw != nil {
+		if err := json.Unmarshal([]byte(*raw), &ev.Content); err != nil {
+			return ev, fmt.Errorf("event %s: bad stored content: %w", ev.ID, err)
+		}
+	}
+	if ch != nil && chv != nil {
+		*ch = *chv
+	}
+	return ev, nil
+}
+
+// Count implements store.Store.
+func (s *Store) Count(ctx context.Context, acc store.Access, filters []store.Filter) (int64, error) {
+	if s.closed.Load() {
+		return 0, store.ErrClosed
+	}
+	var a args
+	var parts []string
+	for _, f := range filters {
+		where, empty := buildWhere(&a, acc, f)
+		if empty {
+			continue
+		}
+		parts = append(parts, `SELECT e.seq FROM events e WHERE `+where)
+	}
+	if len(parts) == 0 {
+		return 0, nil
+	}
+	var n int64
+	err := s.pool.QueryRow(ctx, `SELECT COUNT(*) FROM (`+strings.Join(parts, " UNION ")+`) AS matched`, a...).Scan(&n)
+	return n, s.wrap(err)
+}
+
+// Event implements store.Store.
+func (s *Store) Event(ctx context.Context, id string) (*nostr.Event, string, error) {
+	if s.closed.Load() {
+		return nil, "", store.ErrClosed
+	}
+	var ch string
+	ev, err := scanEvent(s.pool.QueryRow(ctx, `SELECT id, pubkey, created_at, kind, tags, content, content_raw, sig, channel_id
+		FROM events WHERE id = $1 AND deleted_at IS NULL`, text(id)), &ch)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", s.wrap(err)
+	}
+	return &ev, ch, nil
+}
+
+// LatestCreatedAt implements store.Store.
+func (s *Store) LatestCreatedAt(ctx context.Context, pubkey string, kind int, channelID string) (int64, error) {
+	if s.closed.Load() {
+		return 0, store.ErrClosed
+	}
+	q := `SELECT COALESCE(MAX(created_at), 0) FROM events WHERE pubkey = $1 AND kind = $2 AND `
+	args := []any{text(pubkey), kind}
+	if channelID == "" {
+		q += `channel_id IS NULL`
+	} else {
+		q += `channel_id = $3`
+		args = append(args, text(channelID))
+	}
+	var n int64
+	err := s.pool.QueryRow(ctx, q, args...).Scan(&n)
+	return n, s.wrap(err)
+}
+
+// Channels implements store.Store.
+func (s *Store) Channels(ctx context.Context) ([]store.Channel, error) {
+	if s.closed.Load() {
+		return nil, store.ErrClosed
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id, name, about, visibility, channel_type, topic, purpose, archived, ttl,
+		created_by, created_at, deleted_at IS NOT NULL FROM channels`)
+	if err != nil {
+		return nil, s.wrap(err)
+	}
+	byID := map[string]int{}
+	var out []store.Channel
+	for rows.Next() {
+		var c store.Channel
+		if err := rows.Scan(&c.ID, &c.Name, &c.About, &c.Visibility, &c.Type, &c.Topic, &c.Purpose, &c.Archived, &c.TTL,
+			&c.CreatedBy, &c.CreatedAt, &c.Deleted); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		c.Members = map[string]string{}
+		byID[c.ID] = len(out)
+		out = append(out, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap(err)
+	}
+	mrows, err := s.pool.Query(ctx, `SELECT channel_id, pubkey, role FROM members`)
+	if err != nil {
+		return nil, s.wrap(err)
+	}
+	defer mrows.Close()
+	for mrows.Next() {
+		var ch, pk, role string
+		if err := mrows.Scan(&ch, &pk, &role); err != nil {
+			return nil, err
+		}
+		if i, ok := byID[ch]; ok {
+			out[i].Members[pk] = role
+		}
+	}
+	return out, s.wrap(mrows.Err())
+}
+
+// MarkAuthSeen implements store.Store. The primary key makes it hold across nodes: of two
+// concurrent inserts of one id, the second waits for the first to commit and then conflicts.
+func (s *Store) MarkAuthSeen(ctx context.Context, id string, now, expires time.Time) (bool, error) {
+	fresh := false
+	err := s.Update(ctx, func(tx store.Tx) error {
+		t := tx.(*pgTx)
+		if _, err := t.tx.Exec(ctx, `DELETE FROM nip98_seen WHERE expires_at < $1`, now.Unix()); err != nil {
+			return err
+		}
+		tag, err := t.tx.Exec(ctx, `INSERT INTO nip98_seen (id, expires_at) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING`,
+			text(id), expires.Unix())
+		fresh = err == nil && tag.RowsAffected() == 1
+		return err
+	})
+	return fresh, err
+}

@@ -1,0 +1,174 @@
+package postgres_test
+
+import (
+	"context"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/buzz-harness/buzz/internal/relay/store"
+	"github.com/buzz-harness/buzz/internal/relay/store/postgres"
+	"github.com/buzz-harness/buzz/internal/relay/store/postgres/pgtest"
+	"github.com/buzz-harness/buzz/internal/relay/store/storetest"
+)
+
+func open(t *testing.T, url string) *postgres.Store {
+	t.Helper()
+	s, err := postgres.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestPostgresStoreSuite(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store { return open(t, pgtest.URL(t)) })
+}
+
+func TestPostgresNodesStartingTogetherMigrateOnce(t *testing.T) {
+	url := pgtest.URL(t)
+	const nodes = 4
+	stores := make([]*postgres.Store, nodes)
+	errs := make([]error, nodes)
+	var wg sync.WaitGroup
+	for i := range nodes {
+		wg.Go(func() { stores[i], errs[i] = postgres.Open(context.Background(), url) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("node %d: %v", i, err)
+		}
+		t.Cleanup(func() { stores[i].Close() })
+	}
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var applied, distinct int
+	if err := conn.QueryRow(context.Background(), `SELECT COUNT(*), COUNT(DISTINCT version) FROM schema_migrations`).Scan(&applied, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if applied != distinct || applied == 0 {
+		t.Fatalf("schema_migrations has %d rows for %d versions", applied, distinct)
+	}
+}
+
+func TestPostgresNodesShareOneStore(t *testing.T) {
+	url := pgtest.URL(t)
+	a, b := open(t, url), open(t, url)
+	sk := nostr.GeneratePrivateKey()
+	ev := nostr.Event{Kind: 1, CreatedAt: 1, Content: "written on a", Tags: nostr.Tags{}}
+	ev.Sign(sk)
+	if err := a.Update(context.Background(), func(tx store.Tx) error { return tx.SaveEvent(&ev, "") }); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := b.Event(context.Background(), ev.ID); err != nil || got == nil {
+		t.Fatalf("node b does not see node a's event: %v %v", got, err)
+	}
+	// Reopening on a migrated schema applies nothing and keeps the data.
+	c := open(t, url)
+	if got, _, err := c.Event(context.Background(), ev.ID); err != nil || got == nil {
+		t.Fatalf("after reopen: %v %v", got, err)
+	}
+}
+
+func TestOpenRejectsABadURLInOneLine(t *testing.T) {
+	_, err := postgres.Open(context.Background(), "postgres://host:notaport/db")
+	if err == nil {
+		t.Fatal("bad URL accepted")
+	}
+}
+
+func BenchmarkPostgresStore(b *testing.B) {
+	storetest.Bench(b, func(tb testing.TB) store.Store {
+		s, err := postgres.Open(context.Background(), pgtest.URL(tb))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
+// Two nodes saving versions of one replaceable event at once: the second waits for the first
+// to commit and then replaces it, instead of both seeing no rival and both being stored.
+func TestPostgresSecondWriterOfAnAddressWaitsForTheFirst(t *testing.T) {
+	ctx := context.Background()
+	base := pgtest.URL(t)
+	u, _ := url.Parse(base)
+	q := u.Query()
+	q.Set("application_name", "node-b-"+q.Get("search_path"))
+	u.RawQuery = q.Encode()
+	nodeA, nodeB := open(t, base), open(t, u.String())
+	watch, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Close(ctx)
+
+	sk := nostr.GeneratePrivateKey()
+	v1 := nostr.Event{Kind: 10002, CreatedAt: 10, Content: "v1", Tags: nostr.Tags{}}
+	v2 := nostr.Event{Kind: 10002, CreatedAt: 20, Content: "v2", Tags: nostr.Tags{}}
+	v1.Sign(sk)
+	v2.Sign(sk)
+
+	aSaved := make(chan struct{})
+	var once sync.Once
+	bDone := make(chan error, 1)
+	go func() {
+		<-aSaved
+		bDone <- nodeB.Update(ctx, func(tx store.Tx) error { return tx.SaveEvent(&v2, "") })
+	}()
+	bFinishedFirst := false
+	err = nodeA.Update(ctx, func(tx store.Tx) error {
+		if err := tx.SaveEvent(&v1, ""); err != nil {
+			return err
+		}
+		once.Do(func() { close(aSaved) })
+		// Keep this transaction open until node B either finished (it did not wait: the bug)
+		// or is blocked on a lock this transaction holds.
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		deadline := time.After(30 * time.Second)
+		for {
+			select {
+			case err := <-bDone:
+				bDone <- err
+				bFinishedFirst = true
+				return nil
+			case <-deadline:
+				t.Error("node B neither finished nor waited for a lock")
+				return nil
+			case <-tick.C:
+			}
+			var waiting int
+			if err := watch.QueryRow(ctx, `SELECT COUNT(*) FROM pg_stat_activity
+				WHERE application_name = $1 AND wait_event_type = 'Lock'`, q.Get("application_name")).Scan(&waiting); err != nil {
+				return err
+			}
+			if waiting > 0 {
+				return nil
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-bDone; err != nil {
+		t.Fatalf("node B: %v", err)
+	}
+	if bFinishedFirst {
+		t.Error("node B saved while node A's version was uncommitted")
+	}
+	got, err := nodeA.Query(ctx, store.Access{}, store.Filter{Filter: nostr.Filter{Kinds: []int{10002}}}, 10)
+	if err != nil || len(got) != 1 || got[0].Content != "v2" {
+		t.Fatalf("stored versions: %v (%v), want only v2", got, err)
+	}
+}
