@@ -84,7 +84,7 @@ type Live struct {
 	ready   chan struct{}   // closed while conn is set; replaced by an open one when it is lost
 	pending map[string]chan okResult
 
-	seen dedup // touched only by Run's goroutine
+	seen *IDSet // touched only by Run's goroutine
 }
 
 type liveSub struct {
@@ -116,7 +116,7 @@ func NewLive(cfg LiveConfig) *Live {
 		subs:    map[string]*liveSub{},
 		ready:   make(chan struct{}),
 		pending: map[string]chan okResult{},
-		seen:    newDedup(dedupGeneration),
+		seen:    NewIDSet(dedupGeneration),
 	}
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
@@ -503,7 +503,7 @@ func (l *Live) handleEvent(ctx context.Context, msg relayMessage) error {
 		l.log.Warn("dropping relay event with bad id or signature", "sub", msg.subID, "err", err)
 		return nil
 	}
-	if l.seen.seenOrAdd(ev.ID) {
+	if !l.seen.Add(ev.ID) {
 		return nil
 	}
 	if err := l.deliver(ctx, Incoming{SubID: msg.subID, Event: ev, Received: received}); err != nil {
@@ -647,29 +647,4 @@ func parseRelayMessage(raw []byte) (relayMessage, error) {
 		return m, str(1, &m.message)
 	}
 	return m, nil
-}
-
-// dedup remembers recently seen ids in two generations, so memory stays bounded while the last
-// gen..2*gen ids are always recognised.
-type dedup struct {
-	gen       int
-	cur, prev map[string]struct{}
-}
-
-func newDedup(gen int) dedup {
-	return dedup{gen: gen, cur: make(map[string]struct{}, gen)}
-}
-
-func (d *dedup) seenOrAdd(id string) bool {
-	if _, ok := d.cur[id]; ok {
-		return true
-	}
-	if _, ok := d.prev[id]; ok {
-		return true
-	}
-	if len(d.cur) >= d.gen {
-		d.prev, d.cur = d.cur, make(map[string]struct{}, d.gen)
-	}
-	d.cur[id] = struct{}{}
-	return false
 }
