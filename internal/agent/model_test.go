@@ -105,7 +105,7 @@ func TestToolCallRunsBuzzMessagesSendAndPostsToRelay(t *testing.T) {
 			if len(posted) != 1 || posted[0].Content != "model says hi" {
 				t.Fatalf("agent messages on relay = %+v", posted)
 			}
-			if tag := posted[0].Tags.GetFirst([]string{"e", root}); tag == nil {
+			if tag := posted[0].Tags.FindWithValue("e", root); tag == nil {
 				t.Errorf("reply lacks e tag to %s: %v", root, posted[0].Tags)
 			}
 

@@ -242,9 +242,18 @@ func TestRelayStateEventsGetStrictlyIncreasingCreatedAt(t *testing.T) {
 		s.AddMember(t, alice.sk, ch, u.pk, "member") // several within the same second
 	}
 	members := latest(t, s, alice.sk, nostr.Filter{Kinds: []int{39002}, Tags: nostr.TagMap{"d": {ch}}})
-	got := protocol.ParseMembers(members)
-	if len(got) != 6 {
-		t.Fatalf("latest 39002 lists %d members, want 6: %v", len(got), members.Tags)
+	// Same-second lists must not tie: the newest one has to be the one naming all five.
+	listed := map[string]bool{}
+	for _, m := range protocol.ParseMembers(members) {
+		listed[m.Pubkey] = true
+	}
+	if len(listed) != 6 || !listed[alice.pk] {
+		t.Fatalf("latest 39002 lists %d members (owner listed: %v), want the owner and 5 added: %v", len(listed), listed[alice.pk], members.Tags)
+	}
+	for _, pk := range added {
+		if !listed[pk] {
+			t.Fatalf("latest 39002 misses added member %s: %v", pk, members.Tags)
+		}
 	}
 	sys := s.Query(t, alice.sk, nostr.Filter{Kinds: []int{40099}, Tags: nostr.TagMap{"h": {ch}}})
 	for i := 1; i < len(sys); i++ {
