@@ -8,6 +8,9 @@ import (
 // Test-only access: production code never needs these, tests use them to drive and inspect the
 // journal directly.
 
+// Path is the journal file's path.
+func (j *Journal) Path() string { return j.path }
+
 // Len is the number of pending entries.
 func (j *Journal) Len() int {
 	j.mu.Lock()

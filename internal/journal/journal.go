@@ -328,9 +328,6 @@ func openAppendFile(path string) (appendFile, error) {
 	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o600)
 }
 
-// Path is the journal file's path.
-func (j *Journal) Path() string { return j.path }
-
 // Append records an accepted event durably (fsynced) before returning. An error means the event
 // is not journaled: do not acknowledge it. Appending an id that is already pending is a no-op.
 func (j *Journal) Append(e Entry) error {

@@ -299,22 +299,6 @@ func (s *Store) TakeFresh(channelID string) bool {
 	return true
 }
 
-// Len is the number of remembered sessions (0 when disabled).
-func (s *Store) Len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.enabled {
-		return 0
-	}
-	return len(s.sessions)
-}
-
-// Path is the store file's path ("" when disabled).
-func (s *Store) Path() string { return s.path }
-
-// Enabled reports whether the store persists anything.
-func (s *Store) Enabled() bool { return s.enabled }
-
 // Close flushes pending Touch updates and releases the lock. Later calls are no-ops on a closed
 // store (Get finds nothing).
 func (s *Store) Close() error {
