@@ -318,6 +318,21 @@ func TestRelayKind5DeletesOnlyAuthorsOwnEvents(t *testing.T) {
 	}
 }
 
+func TestRelayKind5IgnoresBareETagsAndKeysThatOnlyStartWithE(t *testing.T) {
+	s := relaytest.Start(t)
+	alice := newUser()
+	ch := s.CreateChannel(t, alice.sk, "open", false)
+	s.Publish(t, alice.sk, msg(ch, "keep me"))
+	own := s.Query(t, alice.sk, nostr.Filter{Kinds: []int{9}, Tags: nostr.TagMap{"h": {ch}}})[0].ID
+	status, res := s.TryPublish(t, alice.sk, &nostr.Event{Kind: 5, Tags: nostr.Tags{{"h", ch}, {"e"}, {"emoji", own}}})
+	if status != http.StatusOK || !res.Accepted {
+		t.Fatalf("kind 5 with a bare e tag: %d %+v", status, res)
+	}
+	if left := s.Query(t, alice.sk, nostr.Filter{IDs: []string{own}}); len(left) != 1 {
+		t.Fatal("a tag whose key only starts with e deleted the message")
+	}
+}
+
 func TestRelayReplaceableProfileKeepsNewest(t *testing.T) {
 	s := relaytest.Start(t)
 	u := newUser()
