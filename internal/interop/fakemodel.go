@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/buzz-harness/buzz/internal/fakemodel"
@@ -28,7 +29,15 @@ func replyContent(reply ReplyFunc, r fakemodel.Request) string {
 func ClaudeScript(reply ReplyFunc) fakemodel.Script {
 	return func(n int, r fakemodel.Request) fakemodel.Reply {
 		rep := fakemodel.Reply{Text: []string{"ok"}, InputTokens: 100, OutputTokens: 10}
-		last := r.Last()
+		// Claude Code may end the conversation with a system message (its environment notes);
+		// the turn is decided by the newest user or tool message.
+		var last fakemodel.Msg
+		for _, m := range slices.Backward(r.Messages) {
+			if m.Role == "user" || m.Role == "tool" {
+				last = m
+				break
+			}
+		}
 		switch ch, ev, ok := ReplyTarget(last.Text); {
 		case r.HasTool("Bash") && last.Role == "user" && ok:
 			args, _ := json.Marshal(map[string]string{"command": SendCommand(ch, ev, replyContent(reply, r)), "description": "Reply in Buzz"})

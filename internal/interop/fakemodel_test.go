@@ -58,7 +58,12 @@ func TestClaudeScriptRunsBashSendThenEndsTurnOnToolResult(t *testing.T) {
 	if rep := script(1, done); len(rep.Calls) != 0 || !slices.Equal(rep.Text, []string{"Replied."}) {
 		t.Fatalf("after the tool result: %+v", rep)
 	}
-	if rep := script(2, prompted()); len(rep.Calls) != 0 {
+	withNotes := prompted("Bash")
+	withNotes.Messages = append(withNotes.Messages, fakemodel.Msg{Role: "system", Text: "# Environment"})
+	if rep := script(2, withNotes); len(rep.Calls) != 1 {
+		t.Fatalf("a trailing system message hid the prompt: %+v", rep)
+	}
+	if rep := script(3, prompted()); len(rep.Calls) != 0 {
 		t.Fatalf("side call without tools got a tool call: %+v", rep)
 	}
 }
