@@ -6,7 +6,8 @@ STATICCHECK ?= $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)/stat
 
 .PHONY: test test-setup lint build up bench soak
 
-# Prerequisites run in order (lint needs the staticcheck test-setup installs), so no -j here.
+# test-setup, then lint, then the tests: one at a time, even under -j, so a setup failure stops
+# the run before anything else starts and outputs do not interleave.
 .NOTPARALLEL: test
 
 test: test-setup lint
