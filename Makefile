@@ -1,12 +1,26 @@
 # The README's commands. `make test` is what CI runs (.ci/run): it prepares what the tests need,
-# then runs the whole suite with the race detector.
+# runs the static checks, then the whole suite with the race detector.
 GO ?= go
+# scripts/install-staticcheck.sh puts the pinned staticcheck here.
+STATICCHECK ?= $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)/staticcheck
 
-.PHONY: test test-setup build up bench soak bench-peers
+.PHONY: test test-setup lint build up bench soak bench-peers
 
-test: test-setup
-	$(GO) vet ./...
+# test-setup, then lint, then the tests: one at a time, even under -j, so a setup failure stops
+# the run before anything else starts and outputs do not interleave. The tests run under
+# scripts/with-pg.sh, which starts a throwaway PostgreSQL cluster for the PostgreSQL store tests.
+.NOTPARALLEL: test
+
+test: test-setup lint
 	./scripts/with-pg.sh $(GO) test -race -count=1 -timeout 30m ./...
+
+# Static checks; each fails the run when it reports anything.
+lint:
+	@$(GO) mod tidy -diff || { echo "lint: go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
+	@files="$$(gofmt -l .)"; if [ -n "$$files" ]; then echo "$$files"; echo "lint: files above need gofmt -w"; exit 1; fi
+	$(GO) vet ./...
+	@./scripts/install-staticcheck.sh
+	$(STATICCHECK) ./...
 
 test-setup:
 	./scripts/test-setup.sh

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepares what the test suite needs on a fresh machine (Go, gcc, Node 20/npm and git are given):
-# Go modules, Debian's Chromium for the console's browser tests, and the pinned npm ACP adapters
-# for the interop suite. Idempotent: each step is skipped when its result is already there.
+# Go modules, the pinned staticcheck `make lint` runs, Debian's Chromium for the console's browser
+# tests, and the pinned npm ACP adapters for the interop suite. Idempotent: each step is skipped when its result is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +10,8 @@ for try in 1 2 3; do
   [ "$try" = 3 ] && exit 1
   sleep $((try * 5))
 done
+
+./scripts/install-staticcheck.sh
 
 if ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -93,14 +93,8 @@ func (c *Client) Conn() *Conn { return c.conn }
 // Done is closed when the agent's output ended.
 func (c *Client) Done() <-chan struct{} { return c.conn.Done() }
 
-// Err is why the connection ended.
-func (c *Client) Err() error { return c.conn.Err() }
-
 // Close closes the connection (not the process; see Process.Close).
 func (c *Client) Close() error { return c.conn.Close() }
-
-// LastActivity is when the agent last wrote a line (any line).
-func (c *Client) LastActivity() time.Time { return c.conn.LastActivity() }
 
 func (c *Client) wrap(err error) error {
 	if err != nil && errors.Is(err, ErrConnClosed) && !errors.Is(err, ErrAgentExited) {

@@ -142,15 +142,6 @@ func (u *updateLog) waitFor(t testing.TB, ctx context.Context, n int) []SessionU
 	}
 }
 
-func mustJSON(t testing.TB, v any) json.RawMessage {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 func decodeObj(t testing.TB, raw []byte) map[string]json.RawMessage {
 	t.Helper()
 	var m map[string]json.RawMessage

@@ -22,7 +22,7 @@ func TestEchoModeRepliesInThreadThroughBuzzCLI(t *testing.T) {
 	if len(posted) != 1 || posted[0].Content != want {
 		t.Fatalf("relay has %+v, want one %q; stderr:\n%s", posted, want, p.stderr.String())
 	}
-	if posted[0].Tags.GetFirst([]string{"e", root}) == nil {
+	if posted[0].Tags.FindWithValue("e", root) == nil {
 		t.Errorf("echo reply not threaded under %s: %v", root, posted[0].Tags)
 	}
 	if got := p.agentText(sid); got != want {
@@ -63,7 +63,7 @@ func TestEchoRepliesTopLevelWithoutAnchorAndNamesFirstMessageSections(t *testing
 	contents := map[string]bool{}
 	for _, ev := range posted {
 		contents[ev.Content] = true
-		if ev.Tags.GetFirst([]string{"e"}) != nil {
+		if ev.Tags.Find("e") != nil {
 			t.Errorf("top-level echo has an e tag: %v", ev.Tags)
 		}
 	}
@@ -87,7 +87,7 @@ func TestEchoQuoteMentionsNobody(t *testing.T) {
 	if len(posted) != 1 {
 		t.Fatalf("posted %d; agent said %q", len(posted), c.agentText(sid))
 	}
-	if p := posted[0].Tags.GetFirst([]string{"p"}); p != nil {
+	if p := posted[0].Tags.Find("p"); p != nil {
 		t.Errorf("echo mentioned %v", p)
 	}
 }

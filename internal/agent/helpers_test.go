@@ -363,15 +363,3 @@ func harnessPrompt(channel, anchor, eventID, content string) []string {
 		"\nTags: [[\"h\",\"" + channel + "\"]]"
 	return []string{ctx, ev}
 }
-
-// waitUntil polls cond until it holds or the deadline passes.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}

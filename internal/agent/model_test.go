@@ -11,21 +11,21 @@ import (
 
 	"github.com/buzz-harness/buzz/internal/acp"
 	"github.com/buzz-harness/buzz/internal/agent/provider"
-	"github.com/buzz-harness/buzz/internal/agent/provider/providertest"
+	"github.com/buzz-harness/buzz/internal/fakemodel"
 	"github.com/buzz-harness/buzz/internal/testbin"
 )
 
 type fakeModel struct {
 	name   string
-	server func(testing.TB, providertest.Script) *providertest.Server
-	client func(*providertest.Server) provider.Provider
+	server func(testing.TB, fakemodel.Script) *fakemodel.Server
+	client func(*fakemodel.Server) provider.Provider
 }
 
 var fakeModels = []fakeModel{
-	{"openai", providertest.NewOpenAI, func(s *providertest.Server) provider.Provider {
+	{"openai", fakemodel.NewOpenAI, func(s *fakemodel.Server) provider.Provider {
 		return provider.NewOpenAI(provider.OpenAIConfig{APIKey: "sk-test", BaseURL: s.BaseURL, Model: "gpt-test"})
 	}},
-	{"anthropic", providertest.NewAnthropic, func(s *providertest.Server) provider.Provider {
+	{"anthropic", fakemodel.NewAnthropic, func(s *fakemodel.Server) provider.Provider {
 		return provider.NewAnthropic(provider.AnthropicConfig{APIKey: "sk-ant-test", BaseURL: s.BaseURL, Model: "claude-test"})
 	}},
 }
@@ -36,8 +36,8 @@ func noSleep(context.Context, time.Duration) error { return nil }
 func TestTextTurnStreamsChunksWithSessionSystemPromptAndReturnsUsage(t *testing.T) {
 	for _, m := range fakeModels {
 		t.Run(m.name, func(t *testing.T) {
-			srv := m.server(t, func(n int, r providertest.Request) providertest.Reply {
-				return providertest.Reply{Text: []string{"Hello", " there"}, InputTokens: 11, OutputTokens: 2}
+			srv := m.server(t, func(n int, r fakemodel.Request) fakemodel.Reply {
+				return fakemodel.Reply{Text: []string{"Hello", " there"}, InputTokens: 11, OutputTokens: 2}
 			})
 			c := startInProcess(t, Config{Provider: m.client(srv)})
 			c.initialize()
@@ -70,8 +70,8 @@ func TestTextTurnStreamsChunksWithSessionSystemPromptAndReturnsUsage(t *testing.
 }
 
 func TestPlainStringSystemPromptIsAccepted(t *testing.T) {
-	srv := providertest.NewAnthropic(t, func(n int, r providertest.Request) providertest.Reply {
-		return providertest.Reply{Text: []string{"ok"}}
+	srv := fakemodel.NewAnthropic(t, func(n int, r fakemodel.Request) fakemodel.Reply {
+		return fakemodel.Reply{Text: []string{"ok"}}
 	})
 	c := startInProcess(t, Config{Provider: fakeModels[1].client(srv)})
 	sid := c.newSession("[Base]\nplain string form")
@@ -88,11 +88,11 @@ func TestToolCallRunsBuzzMessagesSendAndPostsToRelay(t *testing.T) {
 			root := rf.post(t, "@agent say hi please")
 			cmd := "buzz messages send --channel " + rf.channel + " --reply-to " + root + " --content 'model says hi'"
 			args, _ := json.Marshal(map[string]string{"command": cmd})
-			srv := m.server(t, func(n int, r providertest.Request) providertest.Reply {
+			srv := m.server(t, func(n int, r fakemodel.Request) fakemodel.Reply {
 				if r.Last().Role == "tool" {
-					return providertest.Reply{Text: []string{"Posted."}, InputTokens: 20, OutputTokens: 3}
+					return fakemodel.Reply{Text: []string{"Posted."}, InputTokens: 20, OutputTokens: 3}
 				}
-				return providertest.Reply{Calls: []providertest.Call{{ID: "call_1", Name: "shell", Args: string(args)}}, InputTokens: 10, OutputTokens: 5}
+				return fakemodel.Reply{Calls: []fakemodel.Call{{ID: "call_1", Name: "shell", Args: string(args)}}, InputTokens: 10, OutputTokens: 5}
 			})
 			c := startInProcess(t, Config{Provider: m.client(srv), Env: baseEnv(rf.env...)})
 			sid := c.newSession(specPrompt("[Base]\nuse buzz"))
@@ -105,7 +105,7 @@ func TestToolCallRunsBuzzMessagesSendAndPostsToRelay(t *testing.T) {
 			if len(posted) != 1 || posted[0].Content != "model says hi" {
 				t.Fatalf("agent messages on relay = %+v", posted)
 			}
-			if tag := posted[0].Tags.GetFirst([]string{"e", root}); tag == nil {
+			if tag := posted[0].Tags.FindWithValue("e", root); tag == nil {
 				t.Errorf("reply lacks e tag to %s: %v", root, posted[0].Tags)
 			}
 
@@ -148,11 +148,11 @@ func TestDeniedPermissionSkipsTheCommandAndTellsTheModel(t *testing.T) {
 	cwd := t.TempDir()
 	marker := filepath.Join(cwd, "should-not-exist")
 	args, _ := json.Marshal(map[string]string{"command": "touch " + marker})
-	srv := providertest.NewOpenAI(t, func(n int, r providertest.Request) providertest.Reply {
+	srv := fakemodel.NewOpenAI(t, func(n int, r fakemodel.Request) fakemodel.Reply {
 		if r.Last().Role == "tool" {
-			return providertest.Reply{Text: []string{"ok, I will not"}}
+			return fakemodel.Reply{Text: []string{"ok, I will not"}}
 		}
-		return providertest.Reply{Calls: []providertest.Call{{ID: "call_x", Name: "shell", Args: string(args)}}}
+		return fakemodel.Reply{Calls: []fakemodel.Call{{ID: "call_x", Name: "shell", Args: string(args)}}}
 	})
 	c := startInProcess(t, Config{Provider: fakeModels[0].client(srv)})
 	c.setAnswer(pick(acp.KindRejectOnce))
@@ -175,11 +175,11 @@ func TestDeniedPermissionSkipsTheCommandAndTellsTheModel(t *testing.T) {
 }
 
 func TestAlwaysAllowIsNotAskedAgainInTheSession(t *testing.T) {
-	srv := providertest.NewOpenAI(t, func(n int, r providertest.Request) providertest.Reply {
+	srv := fakemodel.NewOpenAI(t, func(n int, r fakemodel.Request) fakemodel.Reply {
 		if r.Last().Role == "tool" {
-			return providertest.Reply{Text: []string{"done"}}
+			return fakemodel.Reply{Text: []string{"done"}}
 		}
-		return providertest.Reply{Calls: []providertest.Call{{ID: "c" + string(rune('0'+n)), Name: "shell", Args: `{"command":"true"}`}}}
+		return fakemodel.Reply{Calls: []fakemodel.Call{{ID: "c" + string(rune('0'+n)), Name: "shell", Args: `{"command":"true"}`}}}
 	})
 	c := startInProcess(t, Config{Provider: fakeModels[0].client(srv)})
 	c.setAnswer(pick(acp.KindAllowAlways))
@@ -195,8 +195,8 @@ func TestAlwaysAllowIsNotAskedAgainInTheSession(t *testing.T) {
 }
 
 func TestCancelledPermissionOutcomeCancelsTheTurn(t *testing.T) {
-	srv := providertest.NewOpenAI(t, func(n int, r providertest.Request) providertest.Reply {
-		return providertest.Reply{Calls: []providertest.Call{{ID: "c1", Name: "shell", Args: `{"command":"true"}`}}}
+	srv := fakemodel.NewOpenAI(t, func(n int, r fakemodel.Request) fakemodel.Reply {
+		return fakemodel.Reply{Calls: []fakemodel.Call{{ID: "c1", Name: "shell", Args: `{"command":"true"}`}}}
 	})
 	c := startInProcess(t, Config{Provider: fakeModels[0].client(srv)})
 	c.setAnswer(func(acp.PermissionRequest) acp.PermissionResponse {
@@ -214,11 +214,11 @@ func TestCancelledPermissionOutcomeCancelsTheTurn(t *testing.T) {
 func TestSessionCancelMidStreamEndsTurnAsCancelled(t *testing.T) {
 	for _, m := range fakeModels {
 		t.Run(m.name, func(t *testing.T) {
-			srv := m.server(t, func(n int, r providertest.Request) providertest.Reply {
+			srv := m.server(t, func(n int, r fakemodel.Request) fakemodel.Reply {
 				if n == 0 {
-					return providertest.Reply{Text: []string{"partial answer"}, Hang: true}
+					return fakemodel.Reply{Text: []string{"partial answer"}, Hang: true}
 				}
-				return providertest.Reply{Text: []string{"fresh"}}
+				return fakemodel.Reply{Text: []string{"fresh"}}
 			})
 			c := startInProcess(t, Config{Provider: m.client(srv)})
 			sid := c.newSession(nil)
@@ -262,11 +262,11 @@ func TestSessionCancelMidStreamEndsTurnAsCancelled(t *testing.T) {
 func TestRateLimitIsRetriedAndTheTurnSucceeds(t *testing.T) {
 	for _, m := range fakeModels {
 		t.Run(m.name, func(t *testing.T) {
-			srv := m.server(t, func(n int, r providertest.Request) providertest.Reply {
+			srv := m.server(t, func(n int, r fakemodel.Request) fakemodel.Reply {
 				if n == 0 {
-					return providertest.Reply{Status: 429, ErrorMessage: "rate limited"}
+					return fakemodel.Reply{Status: 429, ErrorMessage: "rate limited"}
 				}
-				return providertest.Reply{Text: []string{"after retry"}}
+				return fakemodel.Reply{Text: []string{"after retry"}}
 			})
 			var waits []time.Duration
 			p := &provider.Retrying{Provider: m.client(srv), Sleep: func(_ context.Context, d time.Duration) error {
@@ -289,8 +289,8 @@ func TestRateLimitIsRetriedAndTheTurnSucceeds(t *testing.T) {
 func TestBadKeyEndsTheTurnWithAClearMessage(t *testing.T) {
 	for _, m := range fakeModels {
 		t.Run(m.name, func(t *testing.T) {
-			srv := m.server(t, func(n int, r providertest.Request) providertest.Reply {
-				return providertest.Reply{Status: 401, ErrorMessage: "invalid x-api-key"}
+			srv := m.server(t, func(n int, r fakemodel.Request) fakemodel.Reply {
+				return fakemodel.Reply{Status: 401, ErrorMessage: "invalid x-api-key"}
 			})
 			logs := &testbin.Output{}
 			c := startInProcess(t, Config{Provider: &provider.Retrying{Provider: m.client(srv), Sleep: noSleep}, Log: logs})
@@ -324,8 +324,8 @@ func TestBadKeyEndsTheTurnWithAClearMessage(t *testing.T) {
 }
 
 func TestToolLoopStopsAfterMaxRounds(t *testing.T) {
-	srv := providertest.NewOpenAI(t, func(n int, r providertest.Request) providertest.Reply {
-		return providertest.Reply{Calls: []providertest.Call{{ID: "r" + string(rune('a'+n)), Name: "read_file", Args: `{"path":"nope.txt"}`}}}
+	srv := fakemodel.NewOpenAI(t, func(n int, r fakemodel.Request) fakemodel.Reply {
+		return fakemodel.Reply{Calls: []fakemodel.Call{{ID: "r" + string(rune('a'+n)), Name: "read_file", Args: `{"path":"nope.txt"}`}}}
 	})
 	c := startInProcess(t, Config{Provider: fakeModels[0].client(srv), MaxToolRounds: 3})
 	sid := c.newSession(nil)
@@ -342,14 +342,14 @@ func TestToolLoopStopsAfterMaxRounds(t *testing.T) {
 }
 
 func TestWriteAndReadFileToolsWorkInSessionCwd(t *testing.T) {
-	srv := providertest.NewAnthropic(t, func(n int, r providertest.Request) providertest.Reply {
+	srv := fakemodel.NewAnthropic(t, func(n int, r fakemodel.Request) fakemodel.Reply {
 		switch n {
 		case 0:
-			return providertest.Reply{Calls: []providertest.Call{{ID: "w", Name: "write_file", Args: `{"path":"sub/note.txt","content":"abc"}`}}}
+			return fakemodel.Reply{Calls: []fakemodel.Call{{ID: "w", Name: "write_file", Args: `{"path":"sub/note.txt","content":"abc"}`}}}
 		case 1:
-			return providertest.Reply{Calls: []providertest.Call{{ID: "r", Name: "read_file", Args: `{"path":"sub/note.txt"}`}}}
+			return fakemodel.Reply{Calls: []fakemodel.Call{{ID: "r", Name: "read_file", Args: `{"path":"sub/note.txt"}`}}}
 		}
-		return providertest.Reply{Text: []string{"read: " + r.Last().Text}}
+		return fakemodel.Reply{Text: []string{"read: " + r.Last().Text}}
 	})
 	c := startInProcess(t, Config{Provider: fakeModels[1].client(srv)})
 	cwd := t.TempDir()
@@ -369,7 +369,7 @@ func TestWriteAndReadFileToolsWorkInSessionCwd(t *testing.T) {
 }
 
 func TestUnreachableProviderEndsTheTurnWithAClearMessage(t *testing.T) {
-	srv := providertest.NewOpenAI(t, func(int, providertest.Request) providertest.Reply { return providertest.Reply{} })
+	srv := fakemodel.NewOpenAI(t, func(int, fakemodel.Request) fakemodel.Reply { return fakemodel.Reply{} })
 	base := srv.BaseURL
 	srv.Close() // nothing listens there any more
 	logs := &testbin.Output{}

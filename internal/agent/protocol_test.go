@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/buzz-harness/buzz/internal/acp"
-	"github.com/buzz-harness/buzz/internal/agent/provider/providertest"
+	"github.com/buzz-harness/buzz/internal/fakemodel"
 )
 
 func rpcCode(err error) int {
@@ -137,8 +137,8 @@ func TestLoadReplaysHistoryAndResumeDoesNotAfterRestart(t *testing.T) {
 }
 
 func TestSystemPromptSurvivesAgentRestart(t *testing.T) {
-	srv := providertest.NewOpenAI(t, func(n int, r providertest.Request) providertest.Reply {
-		return providertest.Reply{Text: []string{"ok"}}
+	srv := fakemodel.NewOpenAI(t, func(n int, r fakemodel.Request) fakemodel.Reply {
+		return fakemodel.Reply{Text: []string{"ok"}}
 	})
 	state := t.TempDir()
 	env := baseEnv("OPENAI_API_KEY=sk-test", "OPENAI_BASE_URL="+srv.BaseURL, "BUZZ_AGENT_STATE_DIR="+state)

@@ -77,9 +77,6 @@ func readPID(path string) int {
 	return pid
 }
 
-// Path is the lock file's path.
-func (l *Lock) Path() string { return l.path }
-
 // Unlock clears the recorded pid and releases the lock. The file stays: deleting it would let a
 // waiter lock an unlinked inode while a newcomer locks a fresh one.
 func (l *Lock) Unlock() error {

@@ -53,7 +53,7 @@ func (a *app) channelsCommand() *cobra.Command {
 				return nil, err
 			}
 			var ids []string
-			for _, ev := range latestByD(mem) {
+			for _, ev := range protocol.NewestByD(mem) {
 				if protocol.IsMember(&ev, b.PublicKey()) {
 					ids = append(ids, protocol.TagValue(ev.Tags, "d"))
 				}
@@ -68,7 +68,7 @@ func (a *app) channelsCommand() *cobra.Command {
 			return nil, err
 		}
 		out := []channelInfo{}
-		for _, ev := range latestByD(evs) {
+		for _, ev := range protocol.NewestByD(evs) {
 			info := toChannelInfo(&ev)
 			if visibility != "" && info.Visibility != visibility {
 				continue

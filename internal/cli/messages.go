@@ -238,7 +238,7 @@ func resolveMentions(ctx context.Context, b *client.Bridge, ch, content string, 
 			if err != nil {
 				return nil, fmt.Errorf("fetch member profiles for mentions: %w", err)
 			}
-			for _, ev := range newestPerAuthor(evs) {
+			for _, ev := range protocol.NewestByAuthor(evs) {
 				if memberSet[ev.PubKey] {
 					profiles[ev.PubKey] = ev.Content
 				}
@@ -310,20 +310,6 @@ func appendNew(dst []string, vals ...string) []string {
 		}
 	}
 	return dst
-}
-
-func newestPerAuthor(evs []nostr.Event) []nostr.Event {
-	best := map[string]nostr.Event{}
-	for _, ev := range evs {
-		if cur, ok := best[ev.PubKey]; !ok || ev.CreatedAt > cur.CreatedAt {
-			best[ev.PubKey] = ev
-		}
-	}
-	out := make([]nostr.Event, 0, len(best))
-	for _, ev := range best {
-		out = append(out, ev)
-	}
-	return out
 }
 
 func (a *app) getCommand() *cobra.Command {

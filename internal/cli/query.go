@@ -2,10 +2,8 @@ package cli
 
 import (
 	"context"
-	"sort"
 
 	"github.com/buzz-harness/buzz/internal/client"
-	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/nbd-wtf/go-nostr"
 )
 
@@ -54,29 +52,6 @@ func queryOne(ctx context.Context, b *client.Bridge, f nostr.Filter) (*nostr.Eve
 		return nil, err
 	}
 	return &evs[0], nil
-}
-
-// latestByD keeps the newest event per d tag (relay-signed replaceable state may come back in
-// several versions), newest first.
-func latestByD(evs []nostr.Event) []nostr.Event {
-	best := map[string]nostr.Event{}
-	for _, ev := range evs {
-		d := protocol.TagValue(ev.Tags, "d")
-		if cur, ok := best[d]; !ok || ev.CreatedAt > cur.CreatedAt {
-			best[d] = ev
-		}
-	}
-	out := make([]nostr.Event, 0, len(best))
-	for _, ev := range best {
-		out = append(out, ev)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].CreatedAt != out[j].CreatedAt {
-			return out[i].CreatedAt > out[j].CreatedAt
-		}
-		return out[i].ID < out[j].ID
-	})
-	return out
 }
 
 // queryNewest runs one filter and returns the newest matching event, or nil.

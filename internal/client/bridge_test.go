@@ -21,10 +21,9 @@ import (
 // and records every request.
 type bridgeServer struct {
 	*httptest.Server
-	mu       sync.Mutex
-	reqs     []recordedReq
-	respond  func(n int, r recordedReq) (int, string) // n = 1-based request number
-	verifyOK bool
+	mu      sync.Mutex
+	reqs    []recordedReq
+	respond func(n int, r recordedReq) (int, string) // n = 1-based request number
 }
 
 type recordedReq struct {

@@ -90,7 +90,7 @@ type Live struct {
 	ready   chan struct{} // closed once the current connection's subscriptions are written
 	pending map[string]chan okResult
 
-	seen dedup // touched only by Run's goroutine
+	seen *IDSet // touched only by Run's goroutine
 
 	// dial opens the WebSocket; tests replace it to run over an in-memory pipe.
 	dial func(ctx context.Context, url string) (*websocket.Conn, error)
@@ -138,7 +138,7 @@ func NewLive(cfg LiveConfig) *Live {
 		subs:    map[string]*liveSub{},
 		ready:   make(chan struct{}),
 		pending: map[string]chan okResult{},
-		seen:    newDedup(dedupGeneration),
+		seen:    NewIDSet(dedupGeneration),
 
 		dial:      dialWebSocket,
 		maxFrames: maxQueuedFrames,
@@ -628,7 +628,7 @@ func (l *Live) handleEvent(ctx context.Context, msg relayMessage) error {
 		l.log.Warn("dropping relay event with bad id or signature", "sub", msg.subID, "err", err)
 		return nil
 	}
-	if l.seen.seenOrAdd(ev.ID) {
+	if !l.seen.Add(ev.ID) {
 		return nil
 	}
 	if err := l.deliver(ctx, Incoming{SubID: msg.subID, Event: ev, Received: received}); err != nil {
@@ -764,29 +764,4 @@ func parseRelayMessage(raw []byte) (relayMessage, error) {
 		return m, str(1, &m.message)
 	}
 	return m, nil
-}
-
-// dedup remembers recently seen ids in two generations, so memory stays bounded while the last
-// gen..2*gen ids are always recognised.
-type dedup struct {
-	gen       int
-	cur, prev map[string]struct{}
-}
-
-func newDedup(gen int) dedup {
-	return dedup{gen: gen, cur: make(map[string]struct{}, gen)}
-}
-
-func (d *dedup) seenOrAdd(id string) bool {
-	if _, ok := d.cur[id]; ok {
-		return true
-	}
-	if _, ok := d.prev[id]; ok {
-		return true
-	}
-	if len(d.cur) >= d.gen {
-		d.prev, d.cur = d.cur, make(map[string]struct{}, d.gen)
-	}
-	d.cur[id] = struct{}{}
-	return false
 }

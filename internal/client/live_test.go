@@ -489,28 +489,6 @@ func TestDefaultReconnectBackoffLadder(t *testing.T) {
 	}
 }
 
-func TestDedupRemembersAtLeastOneGenerationBack(t *testing.T) {
-	d := newDedup(3)
-	for i := 0; i < 6; i++ {
-		if d.seenOrAdd(fmt.Sprint(i)) {
-			t.Fatalf("%d reported seen", i)
-		}
-	}
-	// 0..2 rotated into prev when 3 arrived; 3..5 are current.
-	for i := 3; i < 6; i++ {
-		if !d.seenOrAdd(fmt.Sprint(i)) {
-			t.Fatalf("%d forgotten", i)
-		}
-	}
-	d.seenOrAdd("6") // rotates: prev = 3..5
-	if d.seenOrAdd("0") {
-		t.Fatal("id from two generations ago still remembered")
-	}
-	if !d.seenOrAdd("5") {
-		t.Fatal("id from previous generation forgotten")
-	}
-}
-
 func TestParseRelayMessageRejectsMalformedFrames(t *testing.T) {
 	for _, raw := range []string{`{}`, `[]`, `[1]`, `["EVENT","s"]`, `["OK","id"]`, `["OK","id","yes"]`, `["EVENT","s",[]]`} {
 		if _, err := parseRelayMessage([]byte(raw)); err == nil {

@@ -166,7 +166,7 @@ func (c *chat) state(ctx context.Context) (stateResp, error) {
 		return stateResp{}, err
 	}
 	members := map[string][]protocol.Member{}
-	for _, ev := range newestByD(mems) {
+	for _, ev := range protocol.NewestByD(mems) {
 		ms := protocol.ParseMembers(&ev)
 		for _, m := range ms {
 			if m.Pubkey == c.owner {
@@ -196,7 +196,7 @@ func (c *chat) state(ctx context.Context) (stateResp, error) {
 		}
 	}
 	c.loadNames(ctx, pks)
-	for _, ev := range newestByD(metas) {
+	for _, ev := range protocol.NewestByD(metas) {
 		meta := protocol.ParseChannelMeta(&ev)
 		if meta.Archived {
 			continue
@@ -359,7 +359,7 @@ func (c *chat) memberNames(ctx context.Context, ch string) (map[string]string, e
 		return nil, err
 	}
 	var pks []string
-	for _, ev := range newestByD(evs) {
+	for _, ev := range protocol.NewestByD(evs) {
 		for _, m := range protocol.ParseMembers(&ev) {
 			pks = append(pks, m.Pubkey)
 		}
@@ -519,10 +519,8 @@ func (c *chat) loadNames(ctx context.Context, pks []string) {
 		return
 	}
 	newest := map[string]nostr.Event{}
-	for _, ev := range evs {
-		if cur, ok := newest[ev.PubKey]; !ok || ev.CreatedAt > cur.CreatedAt {
-			newest[ev.PubKey] = ev
-		}
+	for _, ev := range protocol.NewestByAuthor(evs) {
+		newest[ev.PubKey] = ev
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -555,22 +553,6 @@ func shortNpub(pk string) string {
 		return n[:12] + "…" + n[len(n)-4:]
 	}
 	return n
-}
-
-// newestByD keeps the newest event per d tag (addressable events).
-func newestByD(evs []nostr.Event) []nostr.Event {
-	by := map[string]nostr.Event{}
-	for _, ev := range evs {
-		d := protocol.TagValue(ev.Tags, "d")
-		if cur, ok := by[d]; !ok || ev.CreatedAt > cur.CreatedAt {
-			by[d] = ev
-		}
-	}
-	out := make([]nostr.Event, 0, len(by))
-	for _, ev := range by {
-		out = append(out, ev)
-	}
-	return out
 }
 
 // hub fans live messages and reactions out to the open event streams; a stream that falls behind loses

@@ -61,7 +61,7 @@ type Harness struct {
 
 	channels map[string]*channel // subscribed channels by id
 	removed  map[string]bool     // channels we were removed from while a turn ran
-	seen     *idSet              // event ids already accepted (a replay never prompts twice)
+	seen     *client.IDSet       // event ids already accepted (a replay never prompts twice)
 	lookups  memberLookups       // membership lookups running off the loop
 
 	// inflight stops a conversation's running turn; the cause says why (owner cancel, rotate, leave).
@@ -98,7 +98,7 @@ func New(cfg Config) (*Harness, error) {
 		channels:      map[string]*channel{},
 		removed:       map[string]bool{},
 		lookups:       memberLookups{started: map[string]int{}, done: make(chan membershipCheck, 16)},
-		seen:          newIDSet(20000),
+		seen:          client.NewIDSet(20000),
 		inflight:      map[scopeKey]context.CancelCauseFunc{},
 		resumeRetried: map[scopeKey]bool{},
 		results:       make(chan turnResult, 64),
@@ -128,9 +128,6 @@ func New(cfg Config) (*Harness, error) {
 	}
 	return h, nil
 }
-
-// PublicKey is the agent's pubkey (hex).
-func (h *Harness) PublicKey() string { return h.agent }
 
 // Run connects, discovers channels, starts the agent pool and serves until ctx ends or the owner
 // sends !shutdown. Subscriptions come up (and events queue) before the pool is ready, so a slow
@@ -247,35 +244,4 @@ const maxCatchUp = 7 * 24 * time.Hour
 func ptrTS(t time.Time) *nostr.Timestamp {
 	ts := nostr.Timestamp(t.Unix())
 	return &ts
-}
-
-// idSet remembers recent ids in two generations, so memory stays bounded.
-type idSet struct {
-	cap       int
-	cur, prev map[string]struct{}
-}
-
-func newIDSet(capacity int) *idSet {
-	return &idSet{cap: capacity / 2, cur: map[string]struct{}{}, prev: map[string]struct{}{}}
-}
-
-// Add records id and reports whether it was new.
-func (s *idSet) Add(id string) bool {
-	if _, ok := s.cur[id]; ok {
-		return false
-	}
-	if _, ok := s.prev[id]; ok {
-		return false
-	}
-	if len(s.cur) >= s.cap {
-		s.prev, s.cur = s.cur, map[string]struct{}{}
-	}
-	s.cur[id] = struct{}{}
-	return true
-}
-
-// Forget removes id, so the event can be handled when it is offered again.
-func (s *idSet) Forget(id string) {
-	delete(s.cur, id)
-	delete(s.prev, id)
 }

@@ -125,20 +125,6 @@ func (q *Queue) Next(now time.Time) (b *Batch, ok bool) {
 	return &Batch{ChannelID: best, Items: items, Attempt: c.attempts, QuotaWaits: c.quotaWaits}, true
 }
 
-// NextReady reports when the earliest throttled channel becomes ready (zero if none waits).
-func (q *Queue) NextReady(now time.Time) time.Time {
-	var t time.Time
-	for _, c := range q.chans {
-		if c.inFlight || len(c.items) == 0 || !now.Before(c.notBefore) {
-			continue
-		}
-		if t.IsZero() || c.notBefore.Before(t) {
-			t = c.notBefore
-		}
-	}
-	return t
-}
-
 // Complete ends a successful turn: the channel may run again and its failure count resets.
 func (q *Queue) Complete(channelID string) {
 	c := q.ch(channelID)

@@ -323,10 +323,7 @@ func isTransport(err error) bool {
 		return false
 	}
 	var rpc *acp.RPCError
-	if errors.As(err, &rpc) {
-		return false
-	}
-	return true
+	return !errors.As(err, &rpc)
 }
 
 // deadLetter tells the channel that the batch could not be processed.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/buzz-harness/buzz/internal/fakemodel"
 	"github.com/buzz-harness/buzz/internal/protocol"
 )
 
@@ -15,14 +16,8 @@ import (
 // proves the [Base] prompt reached that place.
 const baseMarker = "Everything you say in Buzz goes"
 
-func startAnthropic(t *testing.T) *Anthropic {
-	t.Helper()
-	m, err := StartAnthropic()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(m.Close)
-	return m
+func startAnthropic(t *testing.T, reply ReplyFunc) *fakemodel.Server {
+	return fakemodel.NewAnthropic(t, ClaudeScript(reply))
 }
 
 // manualPermissions makes Claude Code ask the client (session/request_permission, which buzz-acp
@@ -40,7 +35,7 @@ func manualPermissions(t *testing.T, home string) {
 	}
 }
 
-func claudeEnv(m *Anthropic) []string {
+func claudeEnv(m *fakemodel.Server) []string {
 	return []string{"ANTHROPIC_BASE_URL=" + m.URL, "ANTHROPIC_API_KEY=sk-ant-dummy"}
 }
 
@@ -49,7 +44,7 @@ func claudeEnv(m *Anthropic) []string {
 // log lines for flavour-specific checks.
 func checkClaudeTurn(t *testing.T, a adapter) []acpLine {
 	node, script := a.command(t)
-	m := startAnthropic(t)
+	m := startAnthropic(t, nil)
 	s := newStack(t)
 	t.Cleanup(func() { dumpOnFailure(t, s, m.Requests()) })
 	manualPermissions(t, s.home)

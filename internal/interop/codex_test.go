@@ -6,16 +6,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/buzz-harness/buzz/internal/fakemodel"
 )
 
-func startOpenAI(t *testing.T) *OpenAI {
-	t.Helper()
-	m, err := StartOpenAI()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(m.Close)
-	return m
+func startOpenAI(t *testing.T) *fakemodel.Server {
+	return fakemodel.NewResponses(t, CodexScript(nil))
 }
 
 // codexHome writes a CODEX_HOME whose config points codex at the fake model (acp-client.md §11.4;
@@ -60,7 +56,7 @@ func TestZedCodexACPGetsStandingSectionsInFirstUserMessageOnly(t *testing.T) {
 
 	// The model's view: the request opening each turn is the one whose newest item is the
 	// mention prompt (later requests carry tool output).
-	var opening []Request
+	var opening []fakemodel.Request
 	for _, r := range m.Requests() {
 		if n := len(r.Messages); n > 0 && r.Messages[n-1].Role == "user" {
 			if _, _, ok := ReplyTarget(r.Messages[n-1].Text); ok {

@@ -1,83 +1,95 @@
 package interop
 
 import (
-	"net"
-	"net/http"
+	"encoding/json"
+	"fmt"
 	"regexp"
+	"slices"
 	"strings"
-	"sync"
+
+	"github.com/buzz-harness/buzz/internal/fakemodel"
 )
-
-// Message is one conversation message as a fake model server received it, flattened to text.
-type Message struct {
-	Role          string
-	Text          string // all text parts, joined by "\n"
-	HasToolResult bool   // carries a tool_result / function_call_output
-}
-
-// Request is one model request a fake server received.
-type Request struct {
-	Path      string
-	Stream    bool
-	System    string    // Anthropic `system` / OpenAI `instructions`, flattened
-	Messages  []Message // in order; for OpenAI, developer/user/assistant messages and tool outputs
-	ToolNames []string
-	Body      []byte
-}
-
-// HasTool reports whether the request offered the model a tool of that name.
-func (r Request) HasTool(name string) bool {
-	for _, n := range r.ToolNames {
-		if n == name {
-			return true
-		}
-	}
-	return false
-}
-
-// LastUser is the newest user message (zero Message if none).
-func (r Request) LastUser() Message {
-	for i := len(r.Messages) - 1; i >= 0; i-- {
-		if r.Messages[i].Role == "user" {
-			return r.Messages[i]
-		}
-	}
-	return Message{}
-}
-
-// UserTexts is the text of every user message, oldest first.
-func (r Request) UserTexts() []string {
-	var out []string
-	for _, m := range r.Messages {
-		if m.Role == "user" && m.Text != "" {
-			out = append(out, m.Text)
-		}
-	}
-	return out
-}
 
 // ReplyFunc decides the content the fake model has the agent post, given the model request that
 // starts a turn (it sees the whole conversation the adapter sent).
-type ReplyFunc func(Request) string
+type ReplyFunc func(fakemodel.Request) string
 
-// recorder keeps every request in arrival order; safe for concurrent handlers.
-type recorder struct {
-	mu   sync.Mutex
-	reqs []Request
-	hook func(Request)
+func replyContent(reply ReplyFunc, r fakemodel.Request) string {
+	if reply == nil {
+		return "pong"
+	}
+	return reply(r)
 }
 
-func (r *recorder) add(req Request) {
-	r.mu.Lock()
-	r.reqs = append(r.reqs, req)
-	r.mu.Unlock()
+// ClaudeScript plays the model for claude-agent-acp on a fakemodel Anthropic server. A request
+// that offers the Bash tool and ends with a user message naming a Buzz channel and event gets a
+// Bash tool_use running `buzz messages send` there; once the tool result comes back it ends the
+// turn with short text. Other requests (Claude Code's side calls: titles, classifiers) get plain
+// text. reply picks the posted content; nil posts "pong".
+func ClaudeScript(reply ReplyFunc) fakemodel.Script {
+	return func(n int, r fakemodel.Request) fakemodel.Reply {
+		rep := fakemodel.Reply{Text: []string{"ok"}, InputTokens: 100, OutputTokens: 10}
+		// Claude Code may end the conversation with a system message (its environment notes);
+		// the turn is decided by the newest user or tool message.
+		var last fakemodel.Msg
+		for _, m := range slices.Backward(r.Messages) {
+			if m.Role == "user" || m.Role == "tool" {
+				last = m
+				break
+			}
+		}
+		switch ch, ev, ok := ReplyTarget(last.Text); {
+		case r.HasTool("Bash") && last.Role == "user" && ok:
+			args, _ := json.Marshal(map[string]string{"command": SendCommand(ch, ev, replyContent(reply, r)), "description": "Reply in Buzz"})
+			rep.Text, rep.Calls = nil, []fakemodel.Call{{ID: fmt.Sprintf("toolu_%02d", n+1), Name: "Bash", Args: string(args)}}
+		case r.HasTool("Bash") && last.Role == "tool":
+			rep.Text = []string{"Replied."}
+		}
+		return rep
+	}
 }
 
-// Requests returns a copy of everything received so far.
-func (r *recorder) Requests() []Request {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]Request(nil), r.reqs...)
+// CodexScript plays the model for codex-acp on a fakemodel Responses server: a request whose
+// newest input item is a user message naming a Buzz channel and event gets a shell function call
+// running `buzz messages send`; once the call's output comes back it ends the turn with short
+// text. Anything else gets plain text. reply picks the posted content; nil posts "pong".
+func CodexScript(reply ReplyFunc) fakemodel.Script {
+	return func(n int, r fakemodel.Request) fakemodel.Reply {
+		rep := fakemodel.Reply{Text: []string{"ok"}, InputTokens: 100, OutputTokens: 10}
+		last := r.Last()
+		if ch, ev, ok := ReplyTarget(last.Text); ok && last.Role == "user" {
+			if call, ok := shellCall(r, n+1, SendCommand(ch, ev, replyContent(reply, r))); ok {
+				rep.Text, rep.Calls = nil, []fakemodel.Call{call}
+			}
+		} else if last.Role == "tool" {
+			rep.Text = []string{"Replied."}
+		}
+		return rep
+	}
+}
+
+// shellCall builds the function call that makes codex run command, in the argument shape of
+// whichever shell tool the request offered.
+func shellCall(req fakemodel.Request, id int, command string) (fakemodel.Call, bool) {
+	var args any
+	name := ""
+	switch {
+	case req.HasTool("shell"):
+		name, args = "shell", map[string]any{"command": []string{"bash", "-lc", command}}
+	case req.HasTool("shell_command"):
+		name, args = "shell_command", map[string]any{"command": command}
+	case req.HasTool("exec_command"):
+		// Ask to run outside codex's sandbox: the sandbox blocks the network `buzz` needs (and
+		// needs bubblewrap, which CI machines may lack). Escalation makes codex ask the client.
+		// login=false: a login shell re-reads /etc/profile, which resets PATH and loses the
+		// buzz CLI directory buzz-acp put first on it.
+		name, args = "exec_command", map[string]any{"cmd": command, "login": false,
+			"sandbox_permissions": "require_escalated", "justification": "post the reply to the Buzz relay"}
+	default:
+		return fakemodel.Call{}, false
+	}
+	b, _ := json.Marshal(args)
+	return fakemodel.Call{ID: fmt.Sprintf("call_%02d", id), Name: name, Args: string(b)}, true
 }
 
 var (
@@ -103,32 +115,3 @@ func SendCommand(channel, eventID, content string) string {
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
-func writeSSE(w http.ResponseWriter, event string, data []byte) {
-	_, _ = w.Write([]byte("event: " + event + "\ndata: "))
-	_, _ = w.Write(data)
-	_, _ = w.Write([]byte("\n\n"))
-	if f, ok := w.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// loopback is the HTTP server half of a fake model: it listens on 127.0.0.1 and serves one handler.
-type loopback struct {
-	URL string
-	srv *http.Server
-}
-
-func (l *loopback) listen(h http.HandlerFunc) error {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	l.URL = "http://" + ln.Addr().String()
-	l.srv = &http.Server{Handler: h}
-	go func() { _ = l.srv.Serve(ln) }()
-	return nil
-}
-
-// Close stops the server and its open connections.
-func (l *loopback) Close() { _ = l.srv.Close() }

@@ -1,8 +1,11 @@
 package interop
 
 import (
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/buzz-harness/buzz/internal/fakemodel"
 )
 
 func TestReplyTargetTakesChannelAndLastReplyToFromPrompt(t *testing.T) {
@@ -26,42 +29,6 @@ func TestSendCommandQuotesContentForTheShell(t *testing.T) {
 	}
 }
 
-func TestParseAnthropicRequestFlattensSystemAndToolResults(t *testing.T) {
-	body := `{"stream":true,"system":[{"type":"text","text":"a"},{"type":"text","text":"b"}],
-		"messages":[{"role":"user","content":"hi"},
-		{"role":"assistant","content":[{"type":"tool_use","name":"Bash","input":{}}]},
-		{"role":"user","content":[{"type":"tool_result","content":[{"type":"text","text":"done"}]}]}],
-		"tools":[{"name":"Bash"}]}`
-	r, err := ParseAnthropicRequest("/v1/messages", []byte(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.System != "a\nb" || !r.Stream || !r.HasTool("Bash") || len(r.Messages) != 3 ||
-		!r.LastUser().HasToolResult || r.LastUser().Text != "done" {
-		t.Fatalf("parsed %+v", r)
-	}
-	if _, err := ParseAnthropicRequest("/v1/messages", []byte("{")); err == nil {
-		t.Fatal("bad JSON accepted")
-	}
-}
-
-func TestParseResponsesRequestKeepsInputOrderAndToolOutputs(t *testing.T) {
-	body := `{"instructions":"sys","input":[
-		{"type":"message","role":"developer","content":[{"type":"input_text","text":"dev"}]},
-		{"type":"message","role":"user","content":[{"type":"input_text","text":"u1"},{"type":"input_text","text":"u2"}]},
-		{"type":"function_call","name":"exec_command","arguments":"{}","call_id":"c"},
-		{"type":"function_call_output","call_id":"c","output":"out"}],
-		"tools":[{"type":"function","name":"exec_command"},{"type":"web_search"}]}`
-	r, err := ParseResponsesRequest("/v1/responses", []byte(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.System != "sys" || len(r.Messages) != 3 || r.LastUser().Text != "u1\nu2" ||
-		!r.Messages[2].HasToolResult || !r.HasTool("exec_command") || !r.HasTool("web_search") {
-		t.Fatalf("parsed %+v", r)
-	}
-}
-
 func FuzzReplyTarget(f *testing.F) {
 	f.Add("Channel: x (#3f1c2a9e-5b7d-4e8a-9c01-6d2f8b4a7e10) --reply-to " + strings.Repeat("a", 64))
 	f.Add("")
@@ -74,14 +41,42 @@ func FuzzReplyTarget(f *testing.F) {
 	})
 }
 
-func FuzzParseAnthropicRequest(f *testing.F) {
-	f.Add(`{"system":"s","messages":[{"role":"user","content":"x"}]}`)
-	f.Add(`{"messages":[{"role":"user","content":[{"type":"tool_result","content":7}]}]}`)
-	f.Fuzz(func(t *testing.T, s string) { _, _ = ParseAnthropicRequest("/", []byte(s)) })
+// prompted is a model request whose newest message is a buzz-acp prompt naming a reply target.
+func prompted(tools ...string) fakemodel.Request {
+	prompt := "Channel: general (#3f1c2a9e-5b7d-4e8a-9c01-6d2f8b4a7e10)\nbuzz messages send --reply-to " + strings.Repeat("ab", 32)
+	return fakemodel.Request{Tools: tools, Messages: []fakemodel.Msg{{Role: "user", Text: prompt}}}
 }
 
-func FuzzParseResponsesRequest(f *testing.F) {
-	f.Add(`{"input":[{"type":"message","role":"user","content":"x"}]}`)
-	f.Add(`{"input":[{"type":"function_call_output","output":[{"text":"y"}]}]}`)
-	f.Fuzz(func(t *testing.T, s string) { _, _ = ParseResponsesRequest("/", []byte(s)) })
+func TestClaudeScriptRunsBashSendThenEndsTurnOnToolResult(t *testing.T) {
+	script := ClaudeScript(func(fakemodel.Request) string { return "hi" })
+	rep := script(0, prompted("Bash"))
+	if len(rep.Calls) != 1 || rep.Calls[0].Name != "Bash" || !strings.Contains(rep.Calls[0].Args, `--content 'hi'`) {
+		t.Fatalf("prompt with Bash offered: %+v", rep)
+	}
+	done := prompted("Bash")
+	done.Messages = append(done.Messages, fakemodel.Msg{Role: "tool", Text: "sent"})
+	if rep := script(1, done); len(rep.Calls) != 0 || !slices.Equal(rep.Text, []string{"Replied."}) {
+		t.Fatalf("after the tool result: %+v", rep)
+	}
+	withNotes := prompted("Bash")
+	withNotes.Messages = append(withNotes.Messages, fakemodel.Msg{Role: "system", Text: "# Environment"})
+	if rep := script(2, withNotes); len(rep.Calls) != 1 {
+		t.Fatalf("a trailing system message hid the prompt: %+v", rep)
+	}
+	if rep := script(3, prompted()); len(rep.Calls) != 0 {
+		t.Fatalf("side call without tools got a tool call: %+v", rep)
+	}
+}
+
+func TestCodexScriptUsesWhicheverShellToolIsOffered(t *testing.T) {
+	script := CodexScript(nil)
+	for tool, argKey := range map[string]string{"shell": `"command":["bash"`, "shell_command": `"command":"buzz`, "exec_command": `"cmd":"buzz`} {
+		rep := script(0, prompted(tool))
+		if len(rep.Calls) != 1 || rep.Calls[0].Name != tool || !strings.Contains(rep.Calls[0].Args, argKey) {
+			t.Fatalf("%s offered: %+v", tool, rep)
+		}
+	}
+	if rep := script(0, prompted("web_search")); len(rep.Calls) != 0 {
+		t.Fatalf("no shell tool offered, still called one: %+v", rep)
+	}
 }

@@ -6,13 +6,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/buzz-harness/buzz/internal/fakemodel"
 )
 
 var codewordRE = regexp.MustCompile(`codeword=([A-Z]+)`)
 
 // rememberCodeword answers with the codeword found in an earlier user message of the
 // conversation the adapter sent — never the newest, so only session history can supply it.
-func rememberCodeword(r Request) string {
+func rememberCodeword(r fakemodel.Request) string {
 	users := r.UserTexts()
 	for i := len(users) - 2; i >= 0; i-- {
 		if m := codewordRE.FindStringSubmatch(users[i]); m != nil {
@@ -24,8 +26,7 @@ func rememberCodeword(r Request) string {
 
 func TestClaudeAgentACPSessionSurvivesHarnessSIGKILL(t *testing.T) {
 	node, script := claudeACP.command(t)
-	m := startAnthropic(t)
-	m.Reply = rememberCodeword
+	m := startAnthropic(t, rememberCodeword)
 	s := newStack(t)
 	t.Cleanup(func() { dumpOnFailure(t, s, m.Requests()) })
 	manualPermissions(t, s.home) // HOME (Claude's session transcripts) persists across the restart

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/buzz-harness/buzz/internal/fakemodel"
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/relay/relaytest"
 	"github.com/buzz-harness/buzz/internal/testbin"
@@ -296,7 +297,7 @@ func sent(lines []acpLine, method string) []json.RawMessage {
 }
 
 // dumpOnFailure logs what the model saw and the ACP exchange, to explain a failed interop test.
-func dumpOnFailure(t *testing.T, s *stack, reqs []Request) {
+func dumpOnFailure(t *testing.T, s *stack, reqs []fakemodel.Request) {
 	if !t.Failed() {
 		return
 	}
@@ -304,9 +305,9 @@ func dumpOnFailure(t *testing.T, s *stack, reqs []Request) {
 		if d := os.Getenv("INTEROP_DUMP_DIR"); d != "" {
 			_ = os.WriteFile(filepath.Join(d, fmt.Sprintf("req-%02d.json", i)), r.Body, 0o600)
 		}
-		last := r.LastUser()
-		t.Logf("model request %d %s tools=%v system=%.200q last user (toolResult=%v)=%.600q",
-			i, r.Path, r.ToolNames, r.System, last.HasToolResult, last.Text)
+		last := r.Last()
+		t.Logf("model request %d %s tools=%v system=%.200q last message (%s)=%.600q",
+			i, r.Path, r.Tools, r.System, last.Role, last.Text)
 	}
 	if s.activity != "" {
 		for _, l := range s.acpLines(s.activity) {

@@ -35,7 +35,7 @@ import (
 	"github.com/buzz-harness/buzz/internal/protocol"
 )
 
-// DefaultCompactThreshold is the file size past which Done/SetWatermark compact the journal.
+// DefaultCompactThreshold is the file size past which a write compacts the journal.
 const DefaultCompactThreshold = 256 << 10
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -329,9 +329,6 @@ func openAppendFile(path string) (appendFile, error) {
 	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o600)
 }
 
-// Path is the journal file's path.
-func (j *Journal) Path() string { return j.path }
-
 // Append records an accepted event durably (fsynced) before returning. An error means the event
 // is not journaled: do not acknowledge it. Appending an id that is already pending is a no-op.
 func (j *Journal) Append(e Entry) error {
@@ -444,48 +441,11 @@ func (j *Journal) Pending() []Entry {
 	return j.state.list()
 }
 
-// Len is the number of pending entries.
-func (j *Journal) Len() int {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return len(j.state.pending)
-}
-
-// Watermark is the newest created_at recorded with SetWatermark (0 if none).
+// Watermark is the newest created_at the journal has seen (0 if none).
 func (j *Journal) Watermark() int64 {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.state.watermark
-}
-
-// SetWatermark raises the watermark to ts and persists it; a ts not newer than the current one
-// is ignored (the watermark never moves back).
-func (j *Journal) SetWatermark(ts int64) error {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.closed {
-		return errors.New("journal watermark: journal is closed")
-	}
-	if ts <= j.state.watermark {
-		return nil
-	}
-	r := record{Op: opWatermark, TS: ts}
-	j.state.apply(r)
-	if err := j.writeLocked(r); err != nil {
-		j.needsSync = true
-		return fmt.Errorf("journal watermark: %w", err)
-	}
-	return j.maybeCompactLocked()
-}
-
-// Compact atomically rewrites the journal with only the pending entries and the watermark.
-func (j *Journal) Compact() error {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.closed {
-		return errors.New("journal compact: journal is closed")
-	}
-	return j.compactLocked()
 }
 
 func (j *Journal) maybeCompactLocked() error {

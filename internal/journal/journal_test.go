@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/buzz-harness/buzz/internal/atomicfile"
+	"github.com/buzz-harness/buzz/internal/testbin"
 )
 
 const (
@@ -21,32 +22,9 @@ const (
 	chanA  = "11111111-1111-4111-8111-111111111111"
 )
 
-type logBuf struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuf) warnings() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, line := range strings.Split(l.buf.String(), "\n") {
-		if strings.Contains(line, "level=WARN") {
-			out = append(out, line)
-		}
-	}
-	return out
-}
-
-func openT(t *testing.T, dir string, hooks func(*Journal)) (*Journal, *logBuf) {
+func openT(t *testing.T, dir string, hooks func(*Journal)) (*Journal, *testbin.Output) {
 	t.Helper()
-	lb := &logBuf{}
+	lb := &testbin.Output{}
 	j, err := open(dir, testPK, slog.New(slog.NewTextHandler(lb, nil)), hooks)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
@@ -95,7 +73,7 @@ func TestPendingEntriesSurviveReopenInAcceptOrder(t *testing.T) {
 		!got[0].AcceptedAt.Equal(want.AcceptedAt) || !bytes.Equal(got[0].Event, want.Event) {
 		t.Fatalf("entry changed across reopen:\n got %+v\nwant %+v", got[0], want)
 	}
-	if w := logs.warnings(); len(w) != 0 {
+	if w := logs.Lines("level=WARN"); len(w) != 0 {
 		t.Fatalf("clean reopen warned: %q", w)
 	}
 }
@@ -159,14 +137,14 @@ func TestTornLastRecordIsSkippedWithWarningAndLaterAppendsSurvive(t *testing.T) 
 	if fmt.Sprint(ids(j2.Pending())) != "[0001]" {
 		t.Fatalf("pending = %v, want only the whole record", ids(j2.Pending()))
 	}
-	if w := logs.warnings(); len(w) != 1 || !strings.Contains(w[0], "torn") {
+	if w := logs.Lines("level=WARN"); len(w) != 1 || !strings.Contains(w[0], "torn") {
 		t.Fatalf("want one torn-record warning, got %q", w)
 	}
 	mustAppend(t, j2, 3)
 	_ = j2.Close()
 	j3, logs3 := openT(t, dir, nil)
-	if fmt.Sprint(ids(j3.Pending())) != "[0001 0003]" || len(logs3.warnings()) != 0 {
-		t.Fatalf("after append past torn tail: pending %v, warnings %q", ids(j3.Pending()), logs3.warnings())
+	if fmt.Sprint(ids(j3.Pending())) != "[0001 0003]" || len(logs3.Lines("level=WARN")) != 0 {
+		t.Fatalf("after append past torn tail: pending %v, warnings %q", ids(j3.Pending()), logs3.Lines("level=WARN"))
 	}
 }
 
@@ -181,7 +159,7 @@ func TestGarbageFileStartsEmptyWithWarningAndIsReplaced(t *testing.T) {
 	if j.Len() != 0 {
 		t.Fatalf("Len = %d", j.Len())
 	}
-	w := logs.warnings()
+	w := logs.Lines("level=WARN")
 	if len(w) != 2 || !strings.Contains(strings.Join(w, "\n"), "count=3") {
 		t.Fatalf("want a torn warning and one summary of 3 bad records, got %q", w)
 	}
@@ -204,7 +182,7 @@ func TestRecordWithBadChecksumIsSkippedAndOthersKept(t *testing.T) {
 	if fmt.Sprint(ids(j2.Pending())) != "[0001 0003]" {
 		t.Fatalf("pending = %v", ids(j2.Pending()))
 	}
-	if w := logs.warnings(); len(w) != 1 || !strings.Contains(w[0], "checksum mismatch") {
+	if w := logs.Lines("level=WARN"); len(w) != 1 || !strings.Contains(w[0], "checksum mismatch") {
 		t.Fatalf("warnings = %q", w)
 	}
 }
@@ -332,8 +310,8 @@ func TestAppendReturnsErrorOnPartialWriteAndLeavesNoTornRecord(t *testing.T) {
 	mustAppend(t, j, 3)
 	_ = j.Close()
 	j2, logs := openT(t, dir, nil)
-	if fmt.Sprint(ids(j2.Pending())) != "[0001 0003]" || len(logs.warnings()) != 0 {
-		t.Fatalf("pending %v warnings %q", ids(j2.Pending()), logs.warnings())
+	if fmt.Sprint(ids(j2.Pending())) != "[0001 0003]" || len(logs.Lines("level=WARN")) != 0 {
+		t.Fatalf("pending %v warnings %q", ids(j2.Pending()), logs.Lines("level=WARN"))
 	}
 }
 
@@ -362,8 +340,8 @@ func TestFailedRollbackIsRepairedByRewriteBeforeNextAppend(t *testing.T) {
 	mustAppend(t, j, 3)
 	_ = j.Close()
 	j2, logs := openT(t, dir, nil)
-	if fmt.Sprint(ids(j2.Pending())) != "[0001 0003]" || len(logs.warnings()) != 0 {
-		t.Fatalf("pending %v warnings %q", ids(j2.Pending()), logs.warnings())
+	if fmt.Sprint(ids(j2.Pending())) != "[0001 0003]" || len(logs.Lines("level=WARN")) != 0 {
+		t.Fatalf("pending %v warnings %q", ids(j2.Pending()), logs.Lines("level=WARN"))
 	}
 }
 
@@ -456,8 +434,8 @@ func TestConcurrentAppendsAndDonesAllPersist(t *testing.T) {
 	wg.Wait()
 	_ = j.Close()
 	j2, logs := openT(t, dir, nil)
-	if j2.Len() != 40 || len(logs.warnings()) != 0 {
-		t.Fatalf("Len = %d (want 40), warnings %q", j2.Len(), logs.warnings())
+	if j2.Len() != 40 || len(logs.Lines("level=WARN")) != 0 {
+		t.Fatalf("Len = %d (want 40), warnings %q", j2.Len(), logs.Lines("level=WARN"))
 	}
 }
 

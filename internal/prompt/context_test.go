@@ -6,12 +6,10 @@ import (
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
-
-	"github.com/buzz-harness/buzz/internal/protocol"
 )
 
 func contextBlock(in Input) string {
-	for _, b := range Render(in) {
+	for _, b := range renderBlocks(in) {
 		if strings.HasPrefix(b, "[Context]\n") {
 			return b
 		}
@@ -112,7 +110,7 @@ func TestActorLabelStripsControlCharsAndCapsLength(t *testing.T) {
 	}
 	w := ThreadWindow{Kind: ThreadWindowKind, RootID: idN(1), RootPresent: true, Total: 3,
 		Messages: []nostr.Event{msg(1, alice, "a"), msg(2, bob, "b"), msg(3, other, "c")}}
-	blocks := Render(Input{Events: []nostr.Event{reply(5, alice, "x", idN(1), idN(1))}, Channel: stdChannel, Profiles: profiles, Context: &w})
+	blocks := renderBlocks(Input{Events: []nostr.Event{reply(5, alice, "x", idN(1), idN(1))}, Channel: stdChannel, Profiles: profiles, Context: &w})
 	lines := strings.Split(blocks[1], "\n")
 	if !strings.HasPrefix(lines[1], "[1] Alice ("+alice+") (") {
 		t.Errorf("got %q", lines[1])
@@ -127,7 +125,7 @@ func TestActorLabelStripsControlCharsAndCapsLength(t *testing.T) {
 
 func TestContentAndTagsRenderedRaw(t *testing.T) {
 	ev := msg(5, alice, "line1\n[Base]\n<b>&</b>", nostr.Tag{"x", "a\"b<c>"})
-	out := Render(Input{Events: []nostr.Event{ev}, Channel: stdChannel})
+	out := renderBlocks(Input{Events: []nostr.Event{ev}, Channel: stdChannel})
 	last := out[len(out)-1]
 	if !strings.Contains(last, "\nContent: line1\n[Base]\n<b>&</b>\n") {
 		t.Errorf("content altered:\n%s", last)
@@ -139,7 +137,7 @@ func TestContentAndTagsRenderedRaw(t *testing.T) {
 
 func TestEventFromLineForms(t *testing.T) {
 	unknown := hexN(0x55)
-	blocks := Render(Input{Events: []nostr.Event{msg(5, alice, "a"), msg(6, unknown, "b")}, Channel: stdChannel, Profiles: stdProfiles})
+	blocks := renderBlocks(Input{Events: []nostr.Event{msg(5, alice, "a"), msg(6, unknown, "b")}, Channel: stdChannel, Profiles: stdProfiles})
 	ev := blocks[len(blocks)-1]
 	if !strings.Contains(ev, "From: Alice (npub: npub1") || !strings.Contains(ev, ", hex: "+alice+")") {
 		t.Errorf("labelled form missing:\n%s", ev)
@@ -153,11 +151,11 @@ func TestEventFromLineForms(t *testing.T) {
 }
 
 func TestPromptTagAppearsInHeaders(t *testing.T) {
-	single := Render(Input{Events: []nostr.Event{msg(5, alice, "a")}, Tag: "#deploys"})
+	single := renderBlocks(Input{Events: []nostr.Event{msg(5, alice, "a")}, Tag: "#deploys"})
 	if !strings.HasPrefix(single[len(single)-1], "[Buzz event: #deploys]\n") {
 		t.Errorf("got %q", single[len(single)-1])
 	}
-	multi := Render(Input{Events: []nostr.Event{msg(5, alice, "a"), msg(6, alice, "b")}})
+	multi := renderBlocks(Input{Events: []nostr.Event{msg(5, alice, "a"), msg(6, alice, "b")}})
 	if !strings.HasPrefix(multi[len(multi)-1], "[Buzz events — 2 events]\n\n--- Event 1 (@mention) ---\n") {
 		t.Errorf("got %q", multi[len(multi)-1])
 	}
@@ -175,19 +173,19 @@ func TestSlashCommandPassesThroughAsFirstBlock(t *testing.T) {
 	}
 	for _, c := range cases {
 		in := Input{Events: []nostr.Event{msg(5, alice, c.content)}, Profiles: profiles, Standing: Standing{Base: "b"}, IncludeStanding: true}
-		first := Render(in)[0]
+		first := renderBlocks(in)[0]
 		if c.want == "" {
 			if !strings.HasPrefix(first, "[Base]") {
 				t.Errorf("%q: unexpected pass-through %q", c.content, first)
 			}
 		} else if first != c.want {
 			t.Errorf("%q: first block %q, want %q", c.content, first, c.want)
-		} else if got := ParseStandingBlocks(Render(in)); len(got) != 1 || got[0].Label != "Base" {
+		} else if got := ParseStandingBlocks(renderBlocks(in)); len(got) != 1 || got[0].Label != "Base" {
 			t.Errorf("%q: standing after a slash command not parsed: %v", c.content, labels(got))
 		}
 	}
 	in := Input{Events: []nostr.Event{msg(5, alice, "/clear")}, Cancelled: []nostr.Event{msg(4, alice, "x")}}
-	if Render(in)[0] == "/clear" {
+	if renderBlocks(in)[0] == "/clear" {
 		t.Error("no pass-through when cancelled events are carried over")
 	}
 }
@@ -211,14 +209,7 @@ func TestHeartbeatCarriesBaseOnlyWhenStandingGiven(t *testing.T) {
 }
 
 func TestRenderWithNoEventsDoesNotPanic(t *testing.T) {
-	if got := Render(Input{}); len(got) != 0 {
+	if got := renderBlocks(Input{}); len(got) != 0 {
 		t.Fatalf("got %q", got)
-	}
-}
-
-func TestChannelFromMetaMapsHiddenToDM(t *testing.T) {
-	got := ChannelFromMeta(protocol.ChannelMeta{ID: chanID, Name: "alice-bot", Hidden: true, About: "d"})
-	if got != (Channel{ID: chanID, Name: "alice-bot", Type: "dm", Description: "d"}) {
-		t.Fatalf("got %+v", got)
 	}
 }

@@ -37,7 +37,7 @@ func TestParsedOmitsParentOnlyWhenItEqualsRoot(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := parsedLine(t, Render(Input{Events: []nostr.Event{c.ev}, Channel: stdChannel, Profiles: stdProfiles}))
+			got := parsedLine(t, renderBlocks(Input{Events: []nostr.Event{c.ev}, Channel: stdChannel, Profiles: stdProfiles}))
 			if got != c.want {
 				t.Errorf("got %q\nwant %q", got, c.want)
 			}
@@ -47,7 +47,7 @@ func TestParsedOmitsParentOnlyWhenItEqualsRoot(t *testing.T) {
 
 func TestDirectReplyKeepsRawTagsIdentityAndReplyInstruction(t *testing.T) {
 	ev := reply(4, alice, "x", idN(1), idN(1), mention(agent))
-	out := strings.Join(Render(Input{Events: []nostr.Event{ev}, Channel: stdChannel, Profiles: stdProfiles, Self: agent}), "\n")
+	out := strings.Join(renderBlocks(Input{Events: []nostr.Event{ev}, Channel: stdChannel, Profiles: stdProfiles, Self: agent}), "\n")
 	for _, want := range []string{
 		`Tags: [["h","` + chanID + `"],["e","` + idN(1) + `","","reply"],["p","` + agent + `"]]`,
 		"Event ID: " + ev.ID,
@@ -180,10 +180,10 @@ func TestCancelledEventInsideWindowKeepsContextComplete(t *testing.T) {
 }
 
 func TestDroppingHintLeavesEverythingElseUnchanged(t *testing.T) {
-	complete := Render(completeInput())
+	complete := renderBlocks(completeInput())
 	in := completeInput()
 	in.Context.Truncated = true // only the hint (and the header's flag) may differ
-	kept := Render(in)
+	kept := renderBlocks(in)
 	if !strings.HasSuffix(kept[0], complete[0][strings.Index(complete[0], "\nIMPORTANT"):]) {
 		t.Errorf("reply instruction differs")
 	}

@@ -131,7 +131,7 @@ func goldenCases() map[string]Input {
 func TestRenderMatchesGoldens(t *testing.T) {
 	for name, in := range goldenCases() {
 		t.Run(name, func(t *testing.T) {
-			checkGolden(t, name, joinBlocks(Render(in)))
+			checkGolden(t, name, joinBlocks(renderBlocks(in)))
 		})
 	}
 }
@@ -142,5 +142,4 @@ func TestAuxiliaryRenderersMatchGoldens(t *testing.T) {
 	checkGolden(t, "heartbeat_first_with_base", joinBlocks(RenderHeartbeat("", &st, now)))
 	checkGolden(t, "initial_message_with_standing", PrependStanding(st, "Introduce yourself in #eng."))
 	checkGolden(t, "system_prompt_with_workspace", st.SystemPrompt("/srv/agents/builder"))
-	checkGolden(t, "native_steer", RenderSteer(tNested, ""))
 }

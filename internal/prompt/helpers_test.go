@@ -95,3 +95,6 @@ func checkGolden(t *testing.T, name, got string) {
 		t.Errorf("%s mismatch (run go test -update to accept)\n--- got ---\n%s\n--- want ---\n%s", path, got, want)
 	}
 }
+
+// renderBlocks is Build's text blocks alone, which is all most tests look at.
+func renderBlocks(in Input) []string { return Build(in).Blocks }

@@ -36,11 +36,6 @@ type Channel struct {
 	Description string
 }
 
-// ChannelFromMeta builds the prompt's channel info from relay metadata (kind 39000).
-func ChannelFromMeta(m protocol.ChannelMeta) Channel {
-	return Channel{ID: m.ID, Name: m.Name, Type: m.HarnessType(), Description: m.About}
-}
-
 // Profile is what a kind-0 profile says about a pubkey. IsAgent: the profile carries a NIP-OA
 // auth tag. A pubkey with no profile is treated as a human.
 type Profile struct {
@@ -95,9 +90,6 @@ type Rendered struct {
 	// so this is not simply !ContextComplete.
 	ContextIncomplete string
 }
-
-// Render returns the ordered text blocks of a channel prompt.
-func Render(in Input) []string { return Build(in).Blocks }
 
 // Build renders a channel prompt: [standing] + [Context] + [context section] + [prior work] +
 // event block(s) + [closing note] (spec §6).
@@ -481,16 +473,6 @@ func closingNote(reason MergeReason) string {
 		return "[Note] Your previous request was interrupted before it finished. Address the new request above; you may acknowledge the switch in a few words."
 	}
 	return "[Note] You were still working on the earlier request when this arrived. Carry on with that work and fold the new message in if it is relevant; if it is not, acknowledge it briefly and continue."
-}
-
-// RenderSteer is the body of a native steer (an in-flight turn receiving one new event): the
-// steer header, the event in its bare form, and the steer closing note (spec §6.5).
-func RenderSteer(ev nostr.Event, tag string) string {
-	if strings.TrimSpace(tag) == "" {
-		tag = DefaultTag
-	}
-	r := renderer{tag: tag}
-	return r.newHeader(1) + "\n\n[Buzz event: " + tag + "]\n" + r.eventBlock(ev, false) + "\n\n" + closingNote(ReasonSteer)
 }
 
 // slashCommand passes a bare slash command through as the first block when the batch is one

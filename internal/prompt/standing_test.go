@@ -142,12 +142,12 @@ func TestParseStandingBlocksStopsAtFirstNonStandingBlock(t *testing.T) {
 		Standing:        Standing{Base: "real base", Core: "mem"},
 		IncludeStanding: true,
 	}
-	got := ParseStandingBlocks(Render(in))
+	got := ParseStandingBlocks(renderBlocks(in))
 	if !reflect.DeepEqual(labels(got), []string{"Base", "Agent Memory — core"}) || got[0].Body != "real base" {
 		t.Fatalf("got %#v", got)
 	}
 	in.IncludeStanding = false
-	if got := ParseStandingBlocks(Render(in)); len(got) != 0 {
+	if got := ParseStandingBlocks(renderBlocks(in)); len(got) != 0 {
 		t.Fatalf("prompt without standing parsed as %v", labels(got))
 	}
 	if got := ParseStandingBlocks([]string{"[Base]\na", "[Base]\nb"}); len(got) != 1 {

@@ -128,6 +128,15 @@ func TestParseChannelMetaReadsSingleElementTags(t *testing.T) {
 	}
 }
 
+func TestHarnessTypeReportsHiddenChannelsAsDM(t *testing.T) {
+	if got := (ChannelMeta{ID: "c", Name: "alice-bot", Hidden: true}).HarnessType(); got != TypeDM {
+		t.Fatalf("hidden channel: harness type %q, want %q", got, TypeDM)
+	}
+	if got := (ChannelMeta{ID: "c", Type: TypeDM}).HarnessType(); got != TypeDM {
+		t.Fatalf("dm channel: harness type %q, want %q", got, TypeDM)
+	}
+}
+
 func TestParseMembersReadsRoleAtIndexThree(t *testing.T) {
 	ev := &nostr.Event{Tags: nostr.Tags{{"d", "c"}, {"p", idA, "", "owner"}, {"p", idB}, {"p", "bad", "", "admin"}}}
 	got := ParseMembers(ev)

@@ -242,9 +242,18 @@ func TestRelayStateEventsGetStrictlyIncreasingCreatedAt(t *testing.T) {
 		s.AddMember(t, alice.sk, ch, u.pk, "member") // several within the same second
 	}
 	members := latest(t, s, alice.sk, nostr.Filter{Kinds: []int{39002}, Tags: nostr.TagMap{"d": {ch}}})
-	got := protocol.ParseMembers(members)
-	if len(got) != 6 {
-		t.Fatalf("latest 39002 lists %d members, want 6: %v", len(got), members.Tags)
+	// Same-second lists must not tie: the newest one has to be the one naming all five.
+	listed := map[string]bool{}
+	for _, m := range protocol.ParseMembers(members) {
+		listed[m.Pubkey] = true
+	}
+	if len(listed) != 6 || !listed[alice.pk] {
+		t.Fatalf("latest 39002 lists %d members (owner listed: %v), want the owner and 5 added: %v", len(listed), listed[alice.pk], members.Tags)
+	}
+	for _, pk := range added {
+		if !listed[pk] {
+			t.Fatalf("latest 39002 misses added member %s: %v", pk, members.Tags)
+		}
 	}
 	sys := s.Query(t, alice.sk, nostr.Filter{Kinds: []int{40099}, Tags: nostr.TagMap{"h": {ch}}})
 	for i := 1; i < len(sys); i++ {
@@ -306,6 +315,21 @@ func TestRelayKind5DeletesOnlyAuthorsOwnEvents(t *testing.T) {
 	left := s.Query(t, alice.sk, nostr.Filter{Kinds: []int{9}, Tags: nostr.TagMap{"h": {ch}}})
 	if len(left) != 1 || left[0].PubKey != alice.pk {
 		t.Fatalf("after bob's kind 5: %v", left)
+	}
+}
+
+func TestRelayKind5IgnoresBareETagsAndKeysThatOnlyStartWithE(t *testing.T) {
+	s := relaytest.Start(t)
+	alice := newUser()
+	ch := s.CreateChannel(t, alice.sk, "open", false)
+	s.Publish(t, alice.sk, msg(ch, "keep me"))
+	own := s.Query(t, alice.sk, nostr.Filter{Kinds: []int{9}, Tags: nostr.TagMap{"h": {ch}}})[0].ID
+	status, res := s.TryPublish(t, alice.sk, &nostr.Event{Kind: 5, Tags: nostr.Tags{{"h", ch}, {"e"}, {"emoji", own}}})
+	if status != http.StatusOK || !res.Accepted {
+		t.Fatalf("kind 5 with a bare e tag: %d %+v", status, res)
+	}
+	if left := s.Query(t, alice.sk, nostr.Filter{IDs: []string{own}}); len(left) != 1 {
+		t.Fatal("a tag whose key only starts with e deleted the message")
 	}
 }
 

@@ -144,9 +144,8 @@ func (r *Relay) submitChecked(ctx context.Context, ev *nostr.Event, checkErr err
 		}
 		if ev.Kind == protocol.KindDeletion {
 			// NIP-09: only the author's own events are deleted (soft delete).
-			targets := ev.Tags.GetAll([]string{"e"})
-			ids := make([]string, 0, len(targets))
-			for _, t := range targets {
+			var ids []string
+			for t := range ev.Tags.FindAll("e") {
 				if protocol.IsHex64(t[1]) {
 					ids = append(ids, t[1])
 				}

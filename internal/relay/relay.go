@@ -366,14 +366,3 @@ func Serve(ctx context.Context, ln net.Listener, r *Relay) error {
 	<-errc
 	return err
 }
-
-// ListenAndServe listens on addr and serves r until ctx is done (see Serve). It logs the
-// listening line and returns a clear error when the address is taken.
-func ListenAndServe(ctx context.Context, addr string, r *Relay) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("cannot listen on %s: %w", addr, err)
-	}
-	r.log.Info("buzz-relay listening on ws://" + ln.Addr().String())
-	return Serve(ctx, ln, r)
-}

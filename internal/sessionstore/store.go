@@ -244,7 +244,7 @@ func (s *Store) Put(channelID string, rec Record) error {
 }
 
 // Touch records that the channel's session was used at now. It is called every turn, so it
-// only writes the file when the previous write is older than a minute; Put, Remove, Flush and
+// only writes the file when the previous write is older than a minute; Put, Remove and
 // Close persist anything pending.
 func (s *Store) Touch(channelID string, now time.Time) error {
 	s.mu.Lock()
@@ -263,16 +263,6 @@ func (s *Store) Touch(channelID string, now time.Time) error {
 		return nil
 	}
 	s.lastWrite = now
-	return s.writeLocked()
-}
-
-// Flush writes pending Touch updates, if any.
-func (s *Store) Flush() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.usable() || !s.dirty {
-		return nil
-	}
 	return s.writeLocked()
 }
 
@@ -308,22 +298,6 @@ func (s *Store) TakeFresh(channelID string) bool {
 	delete(s.fresh, channelID)
 	return true
 }
-
-// Len is the number of remembered sessions (0 when disabled).
-func (s *Store) Len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.enabled {
-		return 0
-	}
-	return len(s.sessions)
-}
-
-// Path is the store file's path ("" when disabled).
-func (s *Store) Path() string { return s.path }
-
-// Enabled reports whether the store persists anything.
-func (s *Store) Enabled() bool { return s.enabled }
 
 // Close flushes pending Touch updates and releases the lock. Later calls are no-ops on a closed
 // store (Get finds nothing).

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/buzz-harness/buzz/internal/atomicfile"
+	"github.com/buzz-harness/buzz/internal/testbin"
 )
 
 const (
@@ -47,32 +48,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// logBuf is a goroutine-safe log sink so tests can count warnings.
-type logBuf struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuf) warnings() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, line := range strings.Split(l.buf.String(), "\n") {
-		if strings.Contains(line, "level=WARN") {
-			out = append(out, line)
-		}
-	}
-	return out
-}
-
-func newLogger() (*slog.Logger, *logBuf) {
-	lb := &logBuf{}
+func newLogger() (*slog.Logger, *testbin.Output) {
+	lb := &testbin.Output{}
 	return slog.New(slog.NewTextHandler(lb, nil)), lb
 }
 
@@ -189,7 +166,7 @@ func TestMalformedFileIsEmptyWithOneWarningAndOverwrittenOnNextWrite(t *testing.
 	if s.Len() != 0 {
 		t.Fatalf("Len = %d, want 0", s.Len())
 	}
-	if w := logs.warnings(); len(w) != 1 || !strings.Contains(w[0], path) {
+	if w := logs.Lines("level=WARN"); len(w) != 1 || !strings.Contains(w[0], path) {
 		t.Fatalf("want exactly one warning naming the file, got %q", w)
 	}
 	if err := s.Put(chanA, rec("sess-a")); err != nil {
@@ -216,8 +193,8 @@ func TestFileOfOtherVersionOrPubkeyIsTreatedAsEmpty(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			if s.Len() != 0 || len(logs.warnings()) != 1 {
-				t.Fatalf("Len = %d, warnings = %q; want 0 records and one warning", s.Len(), logs.warnings())
+			if s.Len() != 0 || len(logs.Lines("level=WARN")) != 1 {
+				t.Fatalf("Len = %d, warnings = %q; want 0 records and one warning", s.Len(), logs.Lines("level=WARN"))
 			}
 		})
 	}
@@ -230,8 +207,8 @@ func TestMissingFileIsEmptyWithoutWarning(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if s.Len() != 0 || len(logs.warnings()) != 0 {
-		t.Fatalf("Len = %d, warnings = %q", s.Len(), logs.warnings())
+	if s.Len() != 0 || len(logs.Lines("level=WARN")) != 0 {
+		t.Fatalf("Len = %d, warnings = %q", s.Len(), logs.Lines("level=WARN"))
 	}
 }
 

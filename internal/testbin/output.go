@@ -2,6 +2,7 @@ package testbin
 
 import (
 	"bytes"
+	"strings"
 	"sync"
 )
 
@@ -21,4 +22,16 @@ func (o *Output) String() string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.b.String()
+}
+
+// Lines returns the lines written so far that contain substr, e.g. "level=WARN" for a slog
+// text handler's warnings.
+func (o *Output) Lines(substr string) []string {
+	var out []string
+	for line := range strings.Lines(o.String()) {
+		if strings.Contains(line, substr) {
+			out = append(out, strings.TrimSuffix(line, "\n"))
+		}
+	}
+	return out
 }

@@ -9,21 +9,21 @@ import (
 	"time"
 
 	"github.com/buzz-harness/buzz/internal/agent/provider"
-	"github.com/buzz-harness/buzz/internal/agent/provider/providertest"
+	"github.com/buzz-harness/buzz/internal/fakemodel"
 )
 
 // fake pairs a fake server constructor with the provider that talks to it.
 type fake struct {
 	name   string
-	server func(testing.TB, providertest.Script) *providertest.Server
-	client func(s *providertest.Server, key string) provider.Provider
+	server func(testing.TB, fakemodel.Script) *fakemodel.Server
+	client func(s *fakemodel.Server, key string) provider.Provider
 }
 
 var fakes = []fake{
-	{"openai", providertest.NewOpenAI, func(s *providertest.Server, key string) provider.Provider {
+	{"openai", fakemodel.NewOpenAI, func(s *fakemodel.Server, key string) provider.Provider {
 		return provider.NewOpenAI(provider.OpenAIConfig{APIKey: key, BaseURL: s.BaseURL, Model: "gpt-test"})
 	}},
-	{"anthropic", providertest.NewAnthropic, func(s *providertest.Server, key string) provider.Provider {
+	{"anthropic", fakemodel.NewAnthropic, func(s *fakemodel.Server, key string) provider.Provider {
 		return provider.NewAnthropic(provider.AnthropicConfig{APIKey: key, BaseURL: s.BaseURL, Model: "claude-test"})
 	}},
 }
@@ -37,8 +37,8 @@ func ctxT(t *testing.T) context.Context {
 func TestProviderStreamsTextWithSystemPromptAndUsage(t *testing.T) {
 	for _, f := range fakes {
 		t.Run(f.name, func(t *testing.T) {
-			srv := f.server(t, func(n int, r providertest.Request) providertest.Reply {
-				return providertest.Reply{Text: []string{"hel", "lo"}, InputTokens: 11, OutputTokens: 2}
+			srv := f.server(t, func(n int, r fakemodel.Request) fakemodel.Reply {
+				return fakemodel.Reply{Text: []string{"hel", "lo"}, InputTokens: 11, OutputTokens: 2}
 			})
 			p := f.client(srv, "sk-good")
 			var deltas []string
@@ -69,11 +69,11 @@ func TestProviderStreamsTextWithSystemPromptAndUsage(t *testing.T) {
 func TestProviderReturnsToolCallsAndSendsResultsBack(t *testing.T) {
 	for _, f := range fakes {
 		t.Run(f.name, func(t *testing.T) {
-			srv := f.server(t, func(n int, r providertest.Request) providertest.Reply {
+			srv := f.server(t, func(n int, r fakemodel.Request) fakemodel.Reply {
 				if r.Last().Role == "tool" {
-					return providertest.Reply{Text: []string{"done: " + r.Last().Text}}
+					return fakemodel.Reply{Text: []string{"done: " + r.Last().Text}}
 				}
-				return providertest.Reply{Calls: []providertest.Call{{ID: "call_a", Name: "shell", Args: `{"command":"echo hi"}`}}}
+				return fakemodel.Reply{Calls: []fakemodel.Call{{ID: "call_a", Name: "shell", Args: `{"command":"echo hi"}`}}}
 			})
 			p := f.client(srv, "k")
 			tools := []provider.Tool{{Name: "shell", Description: "run", Schema: map[string]any{"type": "object", "properties": map[string]any{"command": map[string]any{"type": "string"}}, "required": []string{"command"}}}}
@@ -112,14 +112,14 @@ func TestProviderReturnsToolCallsAndSendsResultsBack(t *testing.T) {
 func TestRetryingRetries429AndServerErrorsThenSucceeds(t *testing.T) {
 	for _, f := range fakes {
 		t.Run(f.name, func(t *testing.T) {
-			srv := f.server(t, func(n int, r providertest.Request) providertest.Reply {
+			srv := f.server(t, func(n int, r fakemodel.Request) fakemodel.Reply {
 				switch n {
 				case 0:
-					return providertest.Reply{Status: 429, ErrorMessage: "slow down", RetryAfter: "3"}
+					return fakemodel.Reply{Status: 429, ErrorMessage: "slow down", RetryAfter: "3"}
 				case 1:
-					return providertest.Reply{Status: 503, ErrorMessage: "overloaded"}
+					return fakemodel.Reply{Status: 503, ErrorMessage: "overloaded"}
 				}
-				return providertest.Reply{Text: []string{"ok"}}
+				return fakemodel.Reply{Text: []string{"ok"}}
 			})
 			var slept []time.Duration
 			p := &provider.Retrying{
@@ -143,8 +143,8 @@ func TestRetryingRetries429AndServerErrorsThenSucceeds(t *testing.T) {
 }
 
 func TestRetryingGivesUpAfterAttempts(t *testing.T) {
-	srv := providertest.NewOpenAI(t, func(n int, r providertest.Request) providertest.Reply {
-		return providertest.Reply{Status: 500, ErrorMessage: "boom"}
+	srv := fakemodel.NewOpenAI(t, func(n int, r fakemodel.Request) fakemodel.Reply {
+		return fakemodel.Reply{Status: 500, ErrorMessage: "boom"}
 	})
 	p := &provider.Retrying{
 		Provider: provider.NewOpenAI(provider.OpenAIConfig{APIKey: "k", BaseURL: srv.BaseURL}),
@@ -164,8 +164,8 @@ func TestRetryingGivesUpAfterAttempts(t *testing.T) {
 func TestBadKeyIsAClearErrorWithoutRetry(t *testing.T) {
 	for _, f := range fakes {
 		t.Run(f.name, func(t *testing.T) {
-			srv := f.server(t, func(n int, r providertest.Request) providertest.Reply {
-				return providertest.Reply{Status: 401, ErrorMessage: "invalid api key"}
+			srv := f.server(t, func(n int, r fakemodel.Request) fakemodel.Reply {
+				return fakemodel.Reply{Status: 401, ErrorMessage: "invalid api key"}
 			})
 			p := &provider.Retrying{Provider: f.client(srv, "sk-bad"), Sleep: func(context.Context, time.Duration) error {
 				t.Error("a 401 must not be retried")
@@ -188,8 +188,8 @@ func TestBadKeyIsAClearErrorWithoutRetry(t *testing.T) {
 func TestCancelMidStreamReturnsPromptly(t *testing.T) {
 	for _, f := range fakes {
 		t.Run(f.name, func(t *testing.T) {
-			srv := f.server(t, func(n int, r providertest.Request) providertest.Reply {
-				return providertest.Reply{Text: []string{"partial"}, Hang: true}
+			srv := f.server(t, func(n int, r fakemodel.Request) fakemodel.Reply {
+				return fakemodel.Reply{Text: []string{"partial"}, Hang: true}
 			})
 			p := f.client(srv, "k")
 			ctx, cancel := context.WithCancel(ctxT(t))
