@@ -30,15 +30,15 @@ import (
 // each with a short timeout. A publish that fails is logged and forgotten.
 
 const (
-	ackEmoji         = "👀"
-	typingEvery      = 3 * time.Second
-	presenceEvery    = 60 * time.Second
-	reactTimeout     = 3 * time.Second
-	typingTimeout    = 2 * time.Second
-	presenceTimeout  = 5 * time.Second
-	offlineTimeout   = 2 * time.Second
-	maxAckPublishes  = 10 // reaction adds/removes in flight at once
-	maxTypingInFlght = 4  // typing publishes in flight; a tick finding none free is skipped
+	ackEmoji          = "👀"
+	typingEvery       = 3 * time.Second
+	presenceEvery     = 60 * time.Second
+	reactTimeout      = 3 * time.Second
+	typingTimeout     = 2 * time.Second
+	presenceTimeout   = 5 * time.Second
+	offlineTimeout    = 2 * time.Second
+	maxAckPublishes   = 10 // reaction adds/removes in flight at once
+	maxTypingInFlight = 4  // typing publishes in flight; a tick finding none free is skipped
 )
 
 // wsPublisher publishes over the WebSocket (client.Live).
@@ -84,7 +84,7 @@ func newAcker(cfg *Config, self string, bridge bridgeClient, log *slog.Logger, t
 		reactions: !cfg.NoReactions, typing: !cfg.NoTyping, presence: !cfg.NoPresence,
 		self: self, bridge: bridge, log: log, tasks: tasks,
 		sem:     make(chan struct{}, maxAckPublishes),
-		tsem:    make(chan struct{}, maxTypingInFlght),
+		tsem:    make(chan struct{}, maxTypingInFlight),
 		seen:    map[string]*ackReaction{},
 		working: map[scopeKey]nostr.Tags{},
 	}
