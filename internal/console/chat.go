@@ -69,7 +69,26 @@ type reaction struct {
 	Emoji   string `json:"emoji"` // the content as sent: an emoji, "+" (like) or "-" (dislike)
 }
 
-// liveEvent is one server-sent event for the browsers: a "message" or a "reaction".
+// typing says the agent is working in a channel (Root "") or in a thread (kind 20002).
+type typing struct {
+	Channel string `json:"channel"`
+	Pubkey  string `json:"pubkey"`
+	Root    string `json:"root,omitempty"`
+}
+
+// deletion is a kind 5: the browser drops the named reactions if Pubkey wrote them (the relay
+// deletes only an author's own events).
+type deletion struct {
+	Channel string   `json:"channel"`
+	Pubkey  string   `json:"pubkey"`
+	IDs     []string `json:"ids"`
+}
+
+// maxDeletionIDs bounds the ids one kind 5 can name on the stream.
+const maxDeletionIDs = 100
+
+// liveEvent is one server-sent event for the browsers: a "message", a "reaction", "typing" or
+// an "unreact" (a deletion).
 type liveEvent struct {
 	name string
 	data any
@@ -147,6 +166,22 @@ func (c *chat) run(ctx context.Context) error {
 				continue
 			}
 			ch, _ := protocol.ChannelID(in.Event.Tags)
+			switch in.Event.Kind {
+			case protocol.KindTyping:
+				if c.agent != "" && in.Event.PubKey == c.agent {
+					c.hub.publish(liveEvent{"typing", typing{Channel: ch, Pubkey: in.Event.PubKey, Root: protocol.ParseThread(in.Event.Tags).Root}})
+				}
+				continue
+			case protocol.KindDeletion:
+				d := deletion{Channel: ch, Pubkey: in.Event.PubKey, IDs: []string{}}
+				for _, t := range in.Event.Tags {
+					if len(t) >= 2 && t[0] == "e" && protocol.IsHex64(t[1]) && len(d.IDs) < maxDeletionIDs {
+						d.IDs = append(d.IDs, t[1])
+					}
+				}
+				c.hub.publish(liveEvent{"unreact", d})
+				continue
+			}
 			if in.Event.Kind == protocol.KindReaction {
 				if r, ok := c.toReaction(ctx, in.Event, ch); ok {
 					c.hub.publish(liveEvent{"reaction", r})
@@ -224,7 +259,7 @@ func (c *chat) state(ctx context.Context) (stateResp, error) {
 	if len(ids) > 0 {
 		sort.Strings(ids)
 		since := nostr.Timestamp(time.Now().Add(-10 * time.Second).Unix())
-		kinds := append([]int{protocol.KindReaction}, chatKinds...)
+		kinds := append([]int{protocol.KindReaction, protocol.KindDeletion, protocol.KindTyping}, chatKinds...)
 		c.live.Subscribe(liveSubID, nostr.Filter{Kinds: kinds, Tags: nostr.TagMap{"h": ids}, Since: &since})
 	}
 	return st, nil

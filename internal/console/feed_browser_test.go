@@ -103,3 +103,36 @@ func TestConsoleShowsReactionsUnderTheMessageTheyReactTo(t *testing.T) {
 	}
 	check("after reload")
 }
+
+func TestConsoleShowsAgentWorkingAndItsEyesUntilTheTurnEnds(t *testing.T) {
+	ctx := browser(t)
+	info, _ := upWithTestAgent(t, newPlace(t), "TESTAGENT_HANG_ON=1")
+	if err := chromedp.Do(ctx, chromedp.Navigate(info.ConsoleURL)); err != nil {
+		t.Fatal(err)
+	}
+	sendFromComposer(t, ctx, "@"+info.AgentName+" a long job")
+	mine := `.msg[data-pubkey="` + info.Owner.Pubkey + `"]`
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(mine))); err != nil {
+		t.Fatal(err)
+	}
+	id, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector(`+jsString(mine)+`).dataset.id`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eyes := `.msg[data-id="` + id + `"] > .reactions > .reaction[data-emoji="👀"]`
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(eyes)), chromedp.WaitVisible(chromedp.CSS(`#messages > .typing`))); err != nil {
+		t.Fatalf("no 👀 or working line while the turn runs: %v", err)
+	}
+	if got, err := textsOf(ctx, `#messages > .typing`); err != nil || len(got) != 1 || got[0] != info.AgentName+" is working…" {
+		t.Errorf("working line = %q (err %v)", got, err)
+	}
+
+	// The owner cancels the turn: the agent deletes its 👀 and stops typing (the line expires).
+	sendFromComposer(t, ctx, "@"+info.AgentName+" !cancel")
+	if err := chromedp.Do(ctx, chromedp.WaitNotPresent(chromedp.CSS(eyes))); err != nil {
+		t.Fatalf("👀 still shown after the turn ended: %v", err)
+	}
+	if err := chromedp.Do(ctx, chromedp.WaitNotPresent(chromedp.CSS(`#messages > .typing`))); err != nil {
+		t.Fatalf("working line still shown after the turn ended: %v", err)
+	}
+}

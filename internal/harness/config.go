@@ -55,6 +55,11 @@ type Config struct {
 	StateDir         string
 	NoResumeSessions bool
 
+	// Acknowledgement (ack.go): 👀 on accepted events, typing while a turn runs, presence.
+	NoReactions bool
+	NoTyping    bool
+	NoPresence  bool
+
 	Logger   *slog.Logger
 	Observer *observer.Bus
 	Version  string

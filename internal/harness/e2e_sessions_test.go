@@ -34,6 +34,7 @@ func TestSessionSurvivesHarnessSIGKILLViaSessionLoad(t *testing.T) {
 	s.start(nil) // the test agent advertises loadSession and persists its sessions
 	first := s.mention(s.ownerSK, "codeword=PAPAYA")
 	s.waitReply(first.ID)
+	s.waitLog("turn done", 20*time.Second) // the test agent saves its history after posting the reply
 	s.kill()
 
 	s.start(nil, "TESTAGENT_REPLY=answer {codeword}")
@@ -62,6 +63,7 @@ func TestSessionResumePreferredWhenAdvertised(t *testing.T) {
 	s.start(nil, "TESTAGENT_CAPS=resume")
 	first := s.mention(s.ownerSK, "codeword=KIWI")
 	s.waitReply(first.ID)
+	s.waitLog("turn done", 20*time.Second) // the test agent saves its history after posting the reply
 	s.kill()
 	s.start(nil, "TESTAGENT_CAPS=resume", "TESTAGENT_REPLY=answer {codeword}")
 	second := s.mention(s.ownerSK, "codeword?")
@@ -139,6 +141,7 @@ func TestAgentDyingDuringLoadIsRespawnedAndLoadRetriedOnce(t *testing.T) {
 	s := newStack(t)
 	s.start(nil)
 	s.waitReply(s.mention(s.ownerSK, "codeword=MANGO").ID)
+	s.waitLog("turn done", 20*time.Second) // the test agent saves its history after posting the reply
 	s.kill()
 	s.start(nil, "TESTAGENT_CRASH_ON_LOAD=1", "TESTAGENT_REPLY=answer {codeword}")
 	reply := s.waitReply(s.mention(s.ownerSK, "codeword?").ID)

@@ -20,6 +20,7 @@
 //	heartbeat.go scheduled prompts
 //	relay.go     one-shot relay calls: prompt context, profiles, membership, publish
 //	feed.go      activity-feed events
+//	ack.go       acknowledgement: 👀 on accepted events, typing while a turn runs, presence
 //	reap.go      agents a previous harness left running
 //	quota.go     waits that providers name
 package harness
@@ -58,6 +59,7 @@ type Harness struct {
 	pool     *pool
 	queue    *Queue
 	gate     Gate
+	ack      *acker
 
 	channels map[string]*channel // subscribed channels by id
 	removed  map[string]bool     // channels we were removed from while a turn ran
@@ -76,6 +78,7 @@ type Harness struct {
 	// for all of them before it returns.
 	tasks    sync.WaitGroup
 	shutdown context.CancelFunc
+	stopLive context.CancelFunc // ends the WebSocket; stop calls it after the offline presence
 }
 
 // New prepares a harness: it validates cfg and opens the session store (taking its lock).
@@ -114,6 +117,7 @@ func New(cfg Config) (*Harness, error) {
 		return nil, err
 	}
 	h.relay = &relayClient{bridge: client.NewBridge(cfg.RelayURL, cfg.SecretKey), self: pk, cfg: &h.cfg, log: h.log, now: h.now}
+	h.ack = newAcker(&h.cfg, pk, h.relay.bridge, h.log, &h.tasks)
 	h.sessions = &sessionOpener{cfg: &h.cfg, store: h.store, relay: h.relay, feed: h, log: h.log, now: h.now}
 	h.pool = &pool{
 		cfg: &h.cfg, log: h.log, now: h.now, tasks: &h.tasks,
@@ -143,7 +147,11 @@ func (h *Harness) Run(ctx context.Context) error {
 	since := h.catchUpSince()
 	h.live = client.NewLive(client.LiveConfig{RelayURL: h.cfg.RelayURL, SecretKey: h.cfg.SecretKey, Logger: h.log})
 	liveErr := make(chan error, 1)
-	h.tasks.Go(func() { liveErr <- h.live.Run(ctx) })
+	// The socket outlives the run's context by the offline presence at shutdown (see stop).
+	liveCtx, stopLive := context.WithCancel(context.WithoutCancel(ctx))
+	h.stopLive = stopLive
+	h.tasks.Go(func() { liveErr <- h.live.Run(liveCtx) })
+	h.ack.start(ctx, h.live)
 
 	if err := h.discover(ctx, since); err != nil {
 		return err
@@ -231,6 +239,9 @@ func (h *Harness) stop(cancel context.CancelFunc) {
 		stop(errShutdown)
 	}
 	cancel()
+	if h.stopLive != nil {
+		h.tasks.Go(func() { h.ack.offline(context.Background()); h.stopLive() })
+	}
 	h.pool.killAll()
 	h.tasks.Wait()
 	h.pool.discardUnadopted()

@@ -47,6 +47,7 @@ func (h *Harness) handleEvent(ctx context.Context, ev *nostr.Event) {
 		return
 	}
 	h.enqueue(chID, ev)
+	h.ack.queued(chID, ev)
 }
 
 func (h *Harness) enqueue(chID string, ev *nostr.Event) {
@@ -67,6 +68,7 @@ func (h *Harness) skip(ev *nostr.Event) {
 
 // done records terminal outcomes (answered, dead-lettered, dropped) in the journal.
 func (h *Harness) done(ids ...string) {
+	h.ack.finished(ids...)
 	if err := h.jrnl.Done(ids...); err != nil {
 		h.log.Warn("journal", "err", err)
 	}
@@ -105,6 +107,7 @@ func (h *Harness) replayJournal(ctx context.Context) {
 		}
 		h.seen.Add(ev.ID)
 		h.enqueue(e.ChannelID, ev)
+		h.ack.replayed(e.ChannelID, ev)
 		n++
 	}
 	// In-flight batches go first: they were accepted before anything still waiting.
@@ -121,6 +124,7 @@ func (h *Harness) replayJournal(ctx context.Context) {
 		for j := len(evs) - 1; j >= 0; j-- {
 			h.seen.Add(evs[j].ID)
 			h.queue.PushFront(k.ch, evs[j], h.now())
+			h.ack.replayed(k.ch, evs[j])
 			n++
 		}
 	}

@@ -78,6 +78,7 @@ func (h *Harness) startTurn(ctx context.Context, in turnInput) {
 	in.slot.busy = true
 	tctx, cancel := context.WithCancelCause(ctx)
 	h.inflight[in.scope] = cancel
+	h.ack.turnStarted(in.scope, in.channel.ID, in.batch.Last())
 	h.tasks.Go(func() {
 		r := h.runTurn(tctx, in)
 		r.cause = context.Cause(tctx)
@@ -189,6 +190,7 @@ func (h *Harness) finishTurn(ctx context.Context, r turnResult) {
 		return
 	}
 	s, k := r.in.slot, r.in.scope
+	h.ack.turnEnded(k, r.in.batch.IDs())
 	delete(h.inflight, k)
 	delete(h.resumeRetried, k)
 	s.busy = false

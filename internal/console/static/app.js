@@ -38,6 +38,7 @@ const S = {
   channels: new Map(),   // id → {id, name, members}
   messages: new Map(),   // channel id → Map(event id → message)
   reactions: new Map(),  // target event id → Map(reaction id → reaction)
+  typing: new Map(),     // channel id + "/" + thread root ("" for the channel) → expiry (ms)
   loaded: new Set(),     // channels whose history is loaded
   owner: null,
   agent: null,
@@ -150,6 +151,40 @@ function addReaction(r) {
   if (storeReaction(r) && r.channel === S.current) renderMessages();
 }
 
+// removeReactions drops reactions a kind 5 named, if their author sent it.
+function removeReactions(d) {
+  const ids = new Set(d.ids || []);
+  let changed = false;
+  for (const rs of S.reactions.values()) {
+    for (const [id, r] of rs) {
+      if (ids.has(id) && r.pubkey === d.pubkey) { rs.delete(id); changed = true; }
+    }
+  }
+  if (changed && d.channel === S.current) renderMessages();
+}
+
+// TYPING_TTL: the agent sends typing every 3 s while it works; a few missed ones mean it stopped.
+const TYPING_TTL = 8000;
+
+function addTyping(t) {
+  const key = t.channel + "/" + (t.root || "");
+  const fresh = !S.typing.has(key);
+  S.typing.set(key, Date.now() + TYPING_TTL);
+  setTimeout(() => {
+    if ((S.typing.get(key) || 0) <= Date.now()) {
+      S.typing.delete(key);
+      if (t.channel === S.current) renderMessages();
+    }
+  }, TYPING_TTL + 50);
+  if (fresh && t.channel === S.current) renderMessages();
+}
+
+function typingEl(channel, root) {
+  if (!S.typing.has(channel + "/" + (root || ""))) return null;
+  const who = (S.agent && S.agent.name) || "agent";
+  return el("div", { class: "typing", "data-root": root || "", text: who + " is working…" });
+}
+
 // reactionsEl groups a message's reactions by emoji: "👍 2", naming who reacted on hover.
 function reactionsEl(id) {
   const rs = S.reactions.get(id);
@@ -214,9 +249,12 @@ function renderMessages() {
   const nodes = tops.map((m) => {
     const node = messageEl(m);
     const rs = replies.get(m.id);
-    if (rs) node.append(el("div", { class: "thread", "data-root": m.id }, ...rs.map(messageEl)));
+    const working = typingEl(S.current, m.id);
+    if (rs || working) node.append(el("div", { class: "thread", "data-root": m.id }, ...(rs || []).map(messageEl), working));
     return node;
   });
+  const working = typingEl(S.current, "");
+  if (working) nodes.push(working);
   if (!nodes.length) nodes.push(el("div", { class: "empty", text: "No messages yet. Say hello — mention the agent with @" + ((S.agent && S.agent.name) || "name") + "." }));
   box.replaceChildren(...nodes);
   if (atBottom || S.justSent) box.scrollTop = box.scrollHeight;
@@ -505,6 +543,8 @@ function connect() {
     addMessage(msg);
   });
   es.addEventListener("reaction", (m) => addReaction(JSON.parse(m.data)));
+  es.addEventListener("unreact", (m) => removeReactions(JSON.parse(m.data)));
+  es.addEventListener("typing", (m) => addTyping(JSON.parse(m.data)));
   // ready comes after the activity history, and the stream is subscribed before we load
   // messages, so nothing published in between is missed.
   es.addEventListener("ready", () => {

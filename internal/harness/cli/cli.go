@@ -46,6 +46,7 @@ type options struct {
 	heartbeatPrompt, heartbeatPromptFile           string
 	stateDir                                       string
 	noResumeSessions                               bool
+	noReactions, noTyping, noPresence              bool
 	// envErrs are environment values that did not parse: a typo in an env var is an error,
 	// not a silent default.
 	envErrs []error
@@ -115,6 +116,9 @@ func Command() *cobra.Command {
 	str(f, &o.heartbeatPromptFile, "heartbeat-prompt-file", "BUZZ_ACP_HEARTBEAT_PROMPT_FILE", "", "heartbeat prompt from a file")
 	str(f, &o.stateDir, "state-dir", "BUZZ_ACP_STATE_DIR", "", "where the session store lives (default <cwd>/.buzz-acp)")
 	boolean(f, &o.envErrs, &o.noResumeSessions, "no-resume-sessions", "BUZZ_ACP_NO_RESUME_SESSIONS", "do not remember or resume channel sessions")
+	boolean(f, &o.envErrs, &o.noReactions, "no-reactions", "BUZZ_ACP_NO_REACTIONS", "do not add 👀 to accepted events")
+	boolean(f, &o.envErrs, &o.noTyping, "no-typing", "BUZZ_ACP_NO_TYPING", "do not send typing indicators (kind 20002) while a turn runs")
+	boolean(f, &o.envErrs, &o.noPresence, "no-presence", "BUZZ_ACP_NO_PRESENCE", "do not send presence (kind 20001)")
 	str(f, &o.activityLog, "activity-log", "BUZZ_ACP_ACTIVITY_LOG", "", "write the activity feed to this file as JSON lines")
 	str(f, &o.activityAddr, "activity-addr", "BUZZ_ACP_ACTIVITY_ADDR", "", "serve the activity console on this loopback address (e.g. 127.0.0.1:3002)")
 	str(f, &o.logLevel, "log-level", "BUZZ_ACP_LOG_LEVEL", "info", "debug, info, warn or error")
@@ -158,6 +162,9 @@ func (o *options) config(stderr io.Writer) (harness.Config, func(), error) {
 		Memory:              !o.noMemory,
 		HeartbeatInterval:   time.Duration(o.heartbeatInterval) * time.Second,
 		NoResumeSessions:    o.noResumeSessions,
+		NoReactions:         o.noReactions,
+		NoTyping:            o.noTyping,
+		NoPresence:          o.noPresence,
 		Logger:              logger,
 		Version:             Version,
 		BuzzCLIDir:          harness.BuzzCLIDir(),
