@@ -46,7 +46,7 @@ func Command() *cobra.Command {
 				ln.Close()
 				return err
 			}
-			fmt.Fprintf(stderr, "%s listening on ws://%s (data %s, relay pubkey %s)\n", cmd.Root().Name(), ln.Addr(), dataDir, r.PublicKey())
+			fmt.Fprintf(stderr, "%s listening on ws://%s (data %s, relay pubkey %s)\n", cmd.CommandPath(), ln.Addr(), dataDir, r.PublicKey())
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if err := relay.Serve(ctx, ln, r); err != nil && !errors.Is(err, http.ErrServerClosed) {

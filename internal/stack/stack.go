@@ -161,9 +161,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return err
 	}
+	started := false // once the banner is out, the data dir is a real one, whatever happens later
 	if created != "" {
 		defer func() {
-			if err != nil {
+			if err != nil && !started {
 				os.RemoveAll(created) // a failed first start leaves no half-made data dir
 			}
 		}()
@@ -285,6 +286,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	go func() { harnessDone <- h.Run(hctx) }()
 
 	printBanner(cfg.Out, info)
+	started = true
 	if cfg.Ready != nil {
 		cfg.Ready(info)
 	}
