@@ -108,10 +108,11 @@ func newRoot(stdio IO) (*cobra.Command, *app) {
 	pf.Int(&a.connectSecs, "connect-timeout", "BUZZ_CONNECT_TIMEOUT_SECS", defaultConnectTimeout, "seconds to connect to the relay")
 
 	root.AddCommand(a.keysCommand(), a.channelsCommand(), a.messagesCommand(), a.usersCommand(),
-		a.reactionsCommand(), a.canvasCommand(), a.upCommand())
-	// The standalone binaries' commands, under their short names. They take none of the CLI's
-	// global flags, so their help does not list them.
+		a.reactionsCommand(), a.canvasCommand())
+	// buzz up and the standalone binaries' commands (under their short names) take none of the
+	// CLI's global flags, so their help does not list them.
 	for name, cmd := range map[string]*cobra.Command{
+		"up":    a.upCommand(),
 		"relay": relaycmd.Command(),
 		"acp":   acpcmd.Command(),
 		"agent": agent.Command(Version),
