@@ -64,8 +64,7 @@ type app struct {
 }
 
 // NewRootCommand builds the `buzz` command tree. Commands print their own JSON; errors are
-// returned as *Error (see Main for how they are reported). version stamps `buzz agent` and
-// `buzz acp`.
+// returned as *Error (see Main for how they are reported).
 func NewRootCommand(stdio IO) *cobra.Command {
 	root, _ := newRoot(stdio)
 	return root
@@ -124,7 +123,7 @@ func newRoot(stdio IO) (*cobra.Command, *app) {
 	return root, a
 }
 
-// Version is stamped by the build; "dev" otherwise.
+// Version is stamped by the build ("dev" otherwise) and reported by `buzz agent --version`.
 var Version = "dev"
 
 // Main runs the CLI with args and returns the process exit code.
