@@ -49,6 +49,9 @@ type Config struct {
 	AgentName    string   // the agent's profile name, set on first start; default "agent"
 	AgentCwd     string   // the agent's working directory; default the current one
 	AgentEnv     []string // extra KEY=VALUE for the agent
+	// BuzzCLIDir is the directory holding the `buzz` the agent replies with, put first on its
+	// PATH; default <data-dir>/bin, whose buzz links to this executable.
+	BuzzCLIDir string
 	// SystemPrompt ([System]) and TeamInstructions ([Team Instructions]) join the standing context.
 	SystemPrompt     string
 	TeamInstructions string
@@ -190,6 +193,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return err
 	}
+	cliDir := cfg.BuzzCLIDir
+	if cliDir == "" {
+		cliDir = filepath.Dir(self)
+	}
 	agentEnv := cfg.AgentEnv
 	if agentCmd == "" {
 		agentCmd, agentArgs = self, append([]string{"agent"}, agentArgs...)
@@ -245,7 +252,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		AgentArgs:           agentArgs,
 		AgentCwd:            cfg.AgentCwd,
 		AgentEnv:            agentEnv,
-		BuzzCLIDir:          filepath.Dir(self),
+		BuzzCLIDir:          cliDir,
 		SessionTitle:        info.AgentName,
 		BasePrompt:          prompt.DefaultBasePrompt(),
 		SystemPrompt:        cfg.SystemPrompt,
