@@ -29,6 +29,7 @@ build:
 	$(GO) build -o bin/ ./cmd/...
 
 up:
+	@echo "compiling buzz (the first build takes a few minutes and prints nothing) ..."
 	$(GO) run ./cmd/buzz up
 
 bench:

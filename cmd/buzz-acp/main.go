@@ -1,22 +1,13 @@
-// Command buzz-acp connects ACP agents to Buzz channels: it listens for @mentions on a relay and
-// drives one agent session per channel. See the README for configuration.
+// Command buzz-acp connects ACP agents to Buzz channels (also `buzz acp`): it listens for
+// @mentions on a relay and drives one agent session per channel. See internal/acpcmd and the
+// README for its flags and environment variables.
 package main
 
 import (
-	"context"
-	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
-	"github.com/buzz-harness/buzz/internal/harness/cli"
+	"github.com/buzz-harness/buzz/internal/acpcmd"
+	"github.com/buzz-harness/buzz/internal/cmdflag"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := cli.Command().ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "buzz-acp:", err)
-		os.Exit(1)
-	}
-}
+func main() { os.Exit(cmdflag.Main(acpcmd.Command())) }

@@ -1,24 +1,25 @@
 package agent
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/buzz-harness/buzz/internal/agent/provider"
+	"github.com/buzz-harness/buzz/internal/cmdflag"
 )
 
-// Command returns the buzz-agent command line: flags with environment
-// fallbacks, then Serve on stdin/stdout. Diagnostics go to stderr only,
-// because stdout carries ACP.
+// Command returns the buzz-agent command line (also `buzz agent`): flags with environment
+// fallbacks, then Serve on stdin/stdout. Diagnostics go to stderr only, because stdout carries
+// ACP.
 func Command(version string) *cobra.Command {
 	var (
 		providerName, model, stateDir string
@@ -34,9 +35,10 @@ func Command(version string) *cobra.Command {
 Providers: openai (OPENAI_API_KEY, OPENAI_BASE_URL — also Ollama, vLLM,
 llama.cpp servers), anthropic (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL), echo
 (no model: replies through the buzz CLI; the default when no key is set).`,
-		Version:       version,
-		SilenceUsage:  true,
-		SilenceErrors: true,
+		Version:           version,
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		PersistentPreRunE: cmdflag.PreRun(os.Getenv),
 		// "acp" is accepted and ignored: harnesses written for goose pass it.
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 || (len(args) == 1 && args[0] == "acp") {
@@ -62,31 +64,19 @@ llama.cpp servers), anthropic (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL), echo
 			if err != nil {
 				return err
 			}
-			return a.Serve(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout())
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return a.Serve(ctx, cmd.InOrStdin(), cmd.OutOrStdout())
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&providerName, "provider", os.Getenv("BUZZ_AGENT_PROVIDER"), "openai | anthropic | echo (env BUZZ_AGENT_PROVIDER; default: by which API key is set, else echo)")
-	f.StringVar(&model, "model", os.Getenv("BUZZ_AGENT_MODEL"), "model name (env BUZZ_AGENT_MODEL)")
-	f.StringVar(&stateDir, "state-dir", os.Getenv("BUZZ_AGENT_STATE_DIR"), "where sessions are kept (env BUZZ_AGENT_STATE_DIR; default $XDG_STATE_HOME/buzz-agent or ~/.local/state/buzz-agent)")
-	f.Int64Var(&maxTokens, "max-tokens", envInt64("BUZZ_AGENT_MAX_TOKENS", 8192), "max output tokens per model call, anthropic (env BUZZ_AGENT_MAX_TOKENS)")
-	f.DurationVar(&shellTimeout, "shell-timeout", envDuration("BUZZ_AGENT_SHELL_TIMEOUT", 120*time.Second), "timeout of one shell tool call (env BUZZ_AGENT_SHELL_TIMEOUT)")
-	f.IntVar(&maxRounds, "max-tool-rounds", int(envInt64("BUZZ_AGENT_MAX_TOOL_ROUNDS", 20)), "model↔tool iterations per prompt (env BUZZ_AGENT_MAX_TOOL_ROUNDS)")
+	f := cmdflag.On(cmd.Flags())
+	f.String(&providerName, "provider", "BUZZ_AGENT_PROVIDER", "", "openai | anthropic | echo (default: by which API key is set, else echo)")
+	f.String(&model, "model", "BUZZ_AGENT_MODEL", "", "model name (default: the provider's)")
+	f.String(&stateDir, "state-dir", "BUZZ_AGENT_STATE_DIR", "", "where sessions are kept (default $XDG_STATE_HOME/buzz-agent or ~/.local/state/buzz-agent)")
+	f.Int64(&maxTokens, "max-tokens", "BUZZ_AGENT_MAX_TOKENS", 8192, "max output tokens per model call (anthropic)")
+	f.Duration(&shellTimeout, "shell-timeout", "BUZZ_AGENT_SHELL_TIMEOUT", 120*time.Second, "timeout of one shell tool call")
+	f.Int(&maxRounds, "max-tool-rounds", "BUZZ_AGENT_MAX_TOOL_ROUNDS", 20, "model↔tool iterations per prompt")
 	return cmd
-}
-
-// Main runs the command and returns the process exit code.
-func Main(ctx context.Context, version string, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	cmd := Command(version)
-	cmd.SetArgs(args)
-	cmd.SetIn(stdin)
-	cmd.SetOut(stdout)
-	cmd.SetErr(stderr)
-	if err := cmd.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(stderr, "buzz-agent:", err)
-		return 1
-	}
-	return 0
 }
 
 // buildProvider resolves --provider and the keys; nil means echo mode.
@@ -141,18 +131,4 @@ func defaultStateDir() (string, error) {
 		return "", fmt.Errorf("no --state-dir and no home directory: %w", err)
 	}
 	return filepath.Join(home, ".local", "state", "buzz-agent"), nil
-}
-
-func envInt64(name string, def int64) int64 {
-	if v, err := strconv.ParseInt(os.Getenv(name), 10, 64); err == nil {
-		return v
-	}
-	return def
-}
-
-func envDuration(name string, def time.Duration) time.Duration {
-	if d, err := time.ParseDuration(os.Getenv(name)); err == nil {
-		return d
-	}
-	return def
 }

@@ -182,3 +182,21 @@ func TestUnknownProviderIsAOneLineError(t *testing.T) {
 		t.Errorf("output %q, err %v", out, err)
 	}
 }
+
+func TestUnparseableEnvironmentSettingIsAOneLineErrorNotTheDefault(t *testing.T) {
+	cmd := exec.Command(filepath.Join(binDir, "buzz-agent"))
+	cmd.Env = append(baseEnv(), "BUZZ_AGENT_SHELL_TIMEOUT=2 minutes")
+	out, err := cmd.CombinedOutput()
+	if err == nil || strings.TrimSpace(string(out)) != `buzz-agent: BUZZ_AGENT_SHELL_TIMEOUT="2 minutes" is not a duration (e.g. 90s, 2m)` {
+		t.Errorf("output %q, err %v", out, err)
+	}
+}
+
+func TestProviderFlagWinsOverItsEnvironmentVariable(t *testing.T) {
+	cmd := exec.Command(filepath.Join(binDir, "buzz-agent"), "--provider", "llama")
+	cmd.Env = append(baseEnv(), "BUZZ_AGENT_PROVIDER=echo")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `unknown provider "llama"`) {
+		t.Errorf("output %q, err %v", out, err)
+	}
+}

@@ -2,14 +2,12 @@ package cli
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/nbd-wtf/go-nostr"
-	"github.com/spf13/cobra"
 )
 
 const testChannel = "6f1c1d3e-8c55-4a53-9a9b-1a2b3c4d5e6f"
@@ -47,20 +45,6 @@ func (w *world) members(t *testing.T, profiles map[string]string) map[string]str
 }
 
 func (w *world) run(stdin string, args ...string) runResult { return runCLI(w.env, stdin, args...) }
-
-func TestRegisteredCommandIsAddedAndSeesGlobalOptions(t *testing.T) {
-	Register(func() *cobra.Command {
-		return &cobra.Command{Use: "hooktest", RunE: func(cmd *cobra.Command, _ []string) error {
-			o := Options(cmd)
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s %s %v", o.RelayURL, o.PrivateKey, o.Timeout)
-			return err
-		}}
-	})
-	r := runCLI(map[string]string{"BUZZ_RELAY_URL": "ws://env:1", "BUZZ_PRIVATE_KEY": "k", "BUZZ_TIMEOUT_SECS": "7"}, "", "--relay", "ws://flag:2", "hooktest")
-	if r.code != 0 || r.stdout != "ws://flag:2 k 7s" {
-		t.Fatalf("exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
-	}
-}
 
 func TestKeysGeneratePrintsMatchingKeypair(t *testing.T) {
 	var k map[string]string

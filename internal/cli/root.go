@@ -2,7 +2,9 @@
 // canvas, all over the relay's NIP-98 HTTP bridge. Output is JSON on stdout; failures are one JSON
 // line {"error","message","retryable"} on stderr with upstream's exit codes.
 //
-// Other packages add top-level subcommands (e.g. `buzz up`) with Register from an init function.
+// The same binary carries the rest of the project as subcommands — `buzz up` (the whole local
+// stack), `buzz relay`, `buzz acp` and `buzz agent` (the standalone binaries' commands) — so a
+// newcomer needs to build only this one.
 package cli
 
 import (
@@ -13,15 +15,19 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/buzz-harness/buzz/internal/client"
-	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/spf13/cobra"
+
+	"github.com/buzz-harness/buzz/internal/acpcmd"
+	"github.com/buzz-harness/buzz/internal/agent"
+	"github.com/buzz-harness/buzz/internal/client"
+	"github.com/buzz-harness/buzz/internal/cmdflag"
+	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/relaycmd"
 )
 
 // Defaults and limits (upstream values).
@@ -31,20 +37,6 @@ const (
 	defaultConnectTimeout = 15
 )
 
-var (
-	registryMu sync.Mutex
-	registry   []func() *cobra.Command
-)
-
-// Register adds a top-level subcommand, built by newCmd, to every root NewRootCommand creates.
-// Call it from an init function in the file that defines the command. Inside the command,
-// Options(cmd) gives the resolved global flags.
-func Register(newCmd func() *cobra.Command) {
-	registryMu.Lock()
-	defer registryMu.Unlock()
-	registry = append(registry, newCmd)
-}
-
 // IO is where a command reads and writes; Env looks up environment variables.
 type IO struct {
 	Stdin  io.Reader
@@ -53,8 +45,8 @@ type IO struct {
 	Env    func(string) string
 }
 
-// GlobalOptions are the resolved global settings (flag, else env, else default).
-type GlobalOptions struct {
+// globalOptions are the resolved global settings (flag, else env, else default).
+type globalOptions struct {
 	RelayURL   string
 	PrivateKey string // as given (hex or nsec); "" when unset
 	AuthTag    string
@@ -63,67 +55,88 @@ type GlobalOptions struct {
 }
 
 type app struct {
-	io                  IO
-	relayFlag, keyFlag  string
-	authTagFlag, format string
-}
-
-// apps maps each root command to its state, so Options works from any subcommand (including
-// registered ones with their own PersistentPreRun hooks).
-var apps sync.Map // *cobra.Command → *app
-
-// Options returns the global settings (flags, env, defaults) for a command run under a root
-// from NewRootCommand.
-func Options(cmd *cobra.Command) GlobalOptions {
-	if a, ok := apps.Load(cmd.Root()); ok {
-		return a.(*app).options()
-	}
-	return GlobalOptions{RelayURL: DefaultRelayURL, Timeout: defaultTimeoutSecs * time.Second, Connect: defaultConnectTimeout * time.Second}
+	io                       IO
+	relay, key               string
+	authTag, format          string
+	timeoutSecs, connectSecs int
+	// helpErr is an error found while printing help, which cobra cannot return.
+	helpErr error
 }
 
 // NewRootCommand builds the `buzz` command tree. Commands print their own JSON; errors are
 // returned as *Error (see Main for how they are reported).
 func NewRootCommand(stdio IO) *cobra.Command {
+	root, _ := newRoot(stdio)
+	return root
+}
+
+func newRoot(stdio IO) (*cobra.Command, *app) {
 	if stdio.Env == nil {
 		stdio.Env = os.Getenv
 	}
 	a := &app{io: stdio}
 	root := &cobra.Command{
-		Use:           "buzz",
-		Short:         "Buzz command line: channels, messages, users over a Buzz relay",
-		SilenceErrors: true,
-		SilenceUsage:  true,
+		Use:               "buzz",
+		Short:             "Buzz command line: channels, messages, users over a Buzz relay; buzz up runs the whole stack",
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		PersistentPreRunE: cmdflag.PreRun(stdio.Env),
 	}
-	apps.Store(root, a)
 	root.SetIn(stdio.Stdin)
 	root.SetOut(stdio.Stdout)
 	root.SetErr(stdio.Stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return usageError("%s", err)
 	})
-	pf := root.PersistentFlags()
-	pf.StringVar(&a.relayFlag, "relay", "", "relay URL (ws://, wss://, http://, https://) [env BUZZ_RELAY_URL, default "+DefaultRelayURL+"]")
-	pf.StringVar(&a.keyFlag, "private-key", "", "private key, hex or nsec [env BUZZ_PRIVATE_KEY]")
-	pf.StringVar(&a.authTagFlag, "auth-tag", "", "NIP-OA auth tag JSON sent as x-auth-tag [env BUZZ_AUTH_TAG]")
-	pf.StringVar(&a.format, "format", "json", "output format: json")
+	// A group's help with a word that is not one of its subcommands (buzz users sett --help)
+	// would print the group's help and exit 0; name the unknown subcommand instead.
+	defaultHelp := root.HelpFunc()
+	root.SetHelpFunc(func(cmd *cobra.Command, args []string) {
+		if cmd.HasSubCommands() && len(cmd.Flags().Args()) > 0 {
+			a.helpErr = unknownSubcommand(cmd, cmd.Flags().Args()[0])
+			return
+		}
+		defaultHelp(cmd, args)
+	})
+	pf := cmdflag.On(root.PersistentFlags())
+	pf.String(&a.relay, "relay", "BUZZ_RELAY_URL", DefaultRelayURL, "relay URL (ws://, wss://, http://, https://)")
+	pf.String(&a.key, "private-key", "BUZZ_PRIVATE_KEY", "", "private key, hex or nsec")
+	pf.String(&a.authTag, "auth-tag", "BUZZ_AUTH_TAG", "", "NIP-OA auth tag JSON sent as x-auth-tag")
+	pf.String(&a.format, "format", "BUZZ_FORMAT", "json", "output format: json (full events) or compact (fewer fields)")
+	pf.Int(&a.timeoutSecs, "timeout", "BUZZ_TIMEOUT_SECS", defaultTimeoutSecs, "seconds one relay request may take")
+	pf.Int(&a.connectSecs, "connect-timeout", "BUZZ_CONNECT_TIMEOUT_SECS", defaultConnectTimeout, "seconds to connect to the relay")
 
 	root.AddCommand(a.keysCommand(), a.channelsCommand(), a.messagesCommand(), a.usersCommand(),
 		a.reactionsCommand(), a.canvasCommand())
-	registryMu.Lock()
-	for _, f := range registry {
-		root.AddCommand(f())
+	// buzz up and the standalone binaries' commands (under their short names) take none of the
+	// CLI's global flags, so their help does not list them.
+	for name, cmd := range map[string]*cobra.Command{
+		"up":    a.upCommand(),
+		"relay": relaycmd.Command(),
+		"acp":   acpcmd.Command(),
+		"agent": agent.Command(Version),
+	} {
+		cmd.Use = name
+		cmd.SetUsageTemplate(strings.Replace(cmd.UsageTemplate(), "{{if .HasAvailableInheritedFlags}}", "{{if false}}", 1))
+		root.AddCommand(cmd)
 	}
-	registryMu.Unlock()
-	return root
+	return root, a
 }
+
+// Version is stamped by the build ("dev" otherwise) and reported by `buzz agent --version`.
+var Version = "dev"
 
 // Main runs the CLI with args and returns the process exit code.
 func Main(args []string, stdio IO) int {
-	root := NewRootCommand(stdio)
+	root, a := newRoot(stdio)
 	root.SetArgs(args)
 	err := root.ExecuteContext(context.Background())
 	if err == nil {
-		return ExitOK
+		if a.helpErr != nil {
+			err = a.helpErr
+		} else {
+			return ExitOK
+		}
 	}
 	var ce *Error
 	if !errors.As(err, &ce) {
@@ -136,28 +149,13 @@ func Main(args []string, stdio IO) int {
 	return ce.Code
 }
 
-func (a *app) options() GlobalOptions {
-	pick := func(flag, env, def string) string {
-		if flag != "" {
-			return flag
-		}
-		if v := strings.TrimSpace(a.io.Env(env)); v != "" {
-			return v
-		}
-		return def
-	}
-	secs := func(env string, def int) time.Duration {
-		if n, err := strconv.Atoi(strings.TrimSpace(a.io.Env(env))); err == nil && n > 0 {
-			return time.Duration(n) * time.Second
-		}
-		return time.Duration(def) * time.Second
-	}
-	return GlobalOptions{
-		RelayURL:   pick(a.relayFlag, "BUZZ_RELAY_URL", DefaultRelayURL),
-		PrivateKey: pick(a.keyFlag, "BUZZ_PRIVATE_KEY", ""),
-		AuthTag:    pick(a.authTagFlag, "BUZZ_AUTH_TAG", ""),
-		Timeout:    secs("BUZZ_TIMEOUT_SECS", defaultTimeoutSecs),
-		Connect:    secs("BUZZ_CONNECT_TIMEOUT_SECS", defaultConnectTimeout),
+func (a *app) options() globalOptions {
+	return globalOptions{
+		RelayURL:   strings.TrimSpace(a.relay),
+		PrivateKey: strings.TrimSpace(a.key),
+		AuthTag:    strings.TrimSpace(a.authTag),
+		Timeout:    time.Duration(a.timeoutSecs) * time.Second,
+		Connect:    time.Duration(a.connectSecs) * time.Second,
 	}
 }
 
@@ -171,9 +169,11 @@ func (a *app) bridge() (*client.Bridge, error) {
 	if err != nil {
 		return nil, keyError("%s", err)
 	}
-	u := protocol.HTTPBase(o.RelayURL)
-	if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") || strings.TrimPrefix(strings.TrimPrefix(u, "http://"), "https://") == "" {
-		return nil, usageError("invalid relay URL %q", o.RelayURL)
+	if err := checkRelayURL(o.RelayURL); err != nil {
+		return nil, err
+	}
+	if o.Timeout <= 0 || o.Connect <= 0 {
+		return nil, usageError("--timeout and --connect-timeout must be positive seconds")
 	}
 	b := client.NewBridge(o.RelayURL, sk)
 	b.AuthTag = o.AuthTag
@@ -183,6 +183,28 @@ func (a *app) bridge() (*client.Bridge, error) {
 		Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, DialContext: dialer.DialContext},
 	}
 	return b, nil
+}
+
+// checkRelayURL refuses a relay URL the bridge cannot use before any request: a scheme other
+// than ws, wss, http or https (a bare host:port means http), or no host.
+func checkRelayURL(raw string) error {
+	s := raw
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return usageError("invalid relay URL %q: %s", raw, err)
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "ws", "wss", "http", "https":
+	default:
+		return usageError("relay URL %q has unsupported scheme %q (use ws://, wss://, http:// or https://)", raw, u.Scheme)
+	}
+	if u.Host == "" {
+		return usageError("invalid relay URL %q: no host", raw)
+	}
+	return nil
 }
 
 // run wraps a command body: its result is printed as JSON, its error classified.
@@ -210,16 +232,35 @@ func (a *app) leaf(use, short string, fn func(ctx context.Context, cmd *cobra.Co
 }
 
 func group(use, short string, subs ...*cobra.Command) *cobra.Command {
-	c := &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs}
+	c := &cobra.Command{Use: use, Short: short}
 	c.AddCommand(subs...)
-	c.RunE = func(cmd *cobra.Command, _ []string) error {
-		names := make([]string, 0, len(subs))
-		for _, s := range subs {
-			names = append(names, s.Name())
+	// Unknown flags are let through here so that `buzz messages snd --channel x` is reported as
+	// the unknown subcommand it is, not as an unknown --channel.
+	c.FParseErrWhitelist.UnknownFlags = true
+	c.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return unknownSubcommand(cmd, args[0])
 		}
-		return usageError("%s needs a subcommand: %s", cmd.CommandPath(), strings.Join(names, ", "))
+		return nil
+	}
+	c.RunE = func(cmd *cobra.Command, _ []string) error {
+		return usageError("%s needs a subcommand: %s", cmd.CommandPath(), subcommandNames(cmd))
 	}
 	return c
+}
+
+func subcommandNames(cmd *cobra.Command) string {
+	var names []string
+	for _, s := range cmd.Commands() {
+		if s.IsAvailableCommand() {
+			names = append(names, s.Name())
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+func unknownSubcommand(cmd *cobra.Command, name string) *Error {
+	return usageError("unknown subcommand %q for %q (one of: %s)", name, cmd.CommandPath(), subcommandNames(cmd))
 }
 
 // channelArg validates a --channel value: channel ids are UUIDs (lowercased).

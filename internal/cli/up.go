@@ -9,13 +9,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/buzz-harness/buzz/internal/cmdflag"
 	"github.com/buzz-harness/buzz/internal/stack"
 )
 
-func init() { Register(upCommand) }
-
 // upCommand is `buzz up`: relay, harness, agent and web console in one process tree.
-func upCommand() *cobra.Command {
+func (a *app) upCommand() *cobra.Command {
 	var cfg stack.Config
 	var agentArgs string
 	var printEnv bool
@@ -23,9 +22,10 @@ func upCommand() *cobra.Command {
 		Use:   "up",
 		Short: "Run the whole stack here: relay, harness, agent and web console (Ctrl-C stops it)",
 		Long: `buzz up starts, in one process tree, a relay (SQLite under --data-dir), the harness and an
-agent (buzz-agent: echo mode unless OPENAI_API_KEY or ANTHROPIC_API_KEY is set), plus a web console
-on 127.0.0.1. The first start creates an owner and an agent identity and a #general channel in the
-data dir; later starts reuse them and resume the agent's channel sessions.
+agent (this program's own "buzz agent": echo mode unless OPENAI_API_KEY or ANTHROPIC_API_KEY is
+set), plus a web console on 127.0.0.1. The first start creates an owner and an agent identity and
+a #general channel in the data dir; later starts reuse them and resume the agent's channel
+sessions.
 
 Use --agent-command/--agent-args to run any ACP agent instead (claude-agent-acp, codex-acp, goose).
 eval "$(buzz up --print-env)" lets you use the buzz CLI as the owner.`,
@@ -38,19 +38,23 @@ eval "$(buzz up --print-env)" lets you use the buzz CLI as the owner.`,
 			cfg.Out = cmd.OutOrStdout()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return upError(stack.Run(ctx, cfg))
+			err := stack.Run(ctx, cfg)
+			if ctx.Err() != nil && !errors.As(err, new(*stack.Error)) {
+				return nil // interrupted: Run said what it stopped
+			}
+			return upError(err)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&cfg.DataDir, "data-dir", stack.DefaultDataDir, "where keys, the relay database and session state live")
-	f.StringVar(&cfg.RelayAddr, "relay-addr", stack.DefaultRelayAddr, "relay listen address")
-	f.StringVar(&cfg.ConsoleAddr, "console-addr", stack.DefaultConsoleAddr, "web console listen address (loopback only)")
-	f.StringVar(&cfg.AgentCommand, "agent-command", stack.DefaultAgent, "ACP agent to run")
-	f.StringVar(&agentArgs, "agent-args", "", "agent arguments, comma-separated")
-	f.StringVar(&cfg.AgentName, "agent-name", stack.DefaultAgentName, "the agent's profile name (set on first start, then kept)")
-	f.StringVar(&cfg.SystemPrompt, "system-prompt", "", "persona text for the agent, sent as [System]")
-	f.StringVar(&cfg.TeamInstructions, "team-instructions", "", "team instructions, sent as [Team Instructions]")
-	f.BoolVar(&printEnv, "print-env", false, "print BUZZ_RELAY_URL/BUZZ_PRIVATE_KEY exports for the owner and exit")
+	f := cmdflag.On(cmd.Flags())
+	f.String(&cfg.DataDir, "data-dir", "BUZZ_UP_DATA_DIR", stack.DefaultDataDir, "where keys, the relay database and session state live")
+	f.String(&cfg.RelayAddr, "relay-addr", "BUZZ_UP_RELAY_ADDR", stack.DefaultRelayAddr, "relay listen address")
+	f.String(&cfg.ConsoleAddr, "console-addr", "BUZZ_UP_CONSOLE_ADDR", stack.DefaultConsoleAddr, "web console listen address (loopback only)")
+	f.String(&cfg.AgentCommand, "agent-command", "BUZZ_UP_AGENT_COMMAND", "", `ACP agent to run (default: the built-in "buzz agent")`)
+	f.String(&agentArgs, "agent-args", "BUZZ_UP_AGENT_ARGS", "", "agent arguments, comma-separated")
+	f.String(&cfg.AgentName, "agent-name", "BUZZ_UP_AGENT_NAME", stack.DefaultAgentName, "the agent's profile name (set on first start, then kept)")
+	f.String(&cfg.SystemPrompt, "system-prompt", "BUZZ_UP_SYSTEM_PROMPT", "", "persona text for the agent, sent as [System]")
+	f.String(&cfg.TeamInstructions, "team-instructions", "BUZZ_UP_TEAM_INSTRUCTIONS", "", "team instructions, sent as [Team Instructions]")
+	cmd.Flags().BoolVar(&printEnv, "print-env", false, "print BUZZ_RELAY_URL/BUZZ_PRIVATE_KEY exports for the owner (the running stack's relay URL, if one runs) and exit")
 	return cmd
 }
 

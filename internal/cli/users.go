@@ -100,6 +100,7 @@ func (a *app) usersCommand() *cobra.Command {
 		ev.CreatedAt = now
 		return publish(ctx, b, ev)
 	})
+	set.Aliases = []string{"set"}
 	set.Flags().StringVar(&name, "name", "", "name (also used as display_name unless --display-name is given)")
 	set.Flags().StringVar(&displayName, "display-name", "", "display name")
 	set.Flags().StringVar(&about, "about", "", "about text")

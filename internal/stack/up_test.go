@@ -55,6 +55,7 @@ type upProc struct {
 	cmd    *exec.Cmd
 	banner banner
 	done   chan error
+	out    *testbin.Output // all of stdout
 }
 
 // startUp runs the real `buzz up` binary and waits for its banner.
@@ -62,7 +63,7 @@ func startUp(t *testing.T, bin, dataDir, relayAddr string, extra ...string) *upP
 	t.Helper()
 	args := append([]string{"up", "--data-dir", dataDir, "--relay-addr", relayAddr, "--console-addr", "127.0.0.1:0"}, extra...)
 	cmd := exec.Command(filepath.Join(bin, "buzz"), args...)
-	cmd.Dir = t.TempDir() // outside the source tree: buzz-agent must be found beside buzz
+	cmd.Dir = t.TempDir() // outside the source tree: nothing may be built
 	cmd.Env = cleanEnv()
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -73,7 +74,7 @@ func startUp(t *testing.T, bin, dataDir, relayAddr string, extra ...string) *upP
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &upProc{cmd: cmd, done: make(chan error, 1)}
+	p := &upProc{cmd: cmd, done: make(chan error, 1), out: &testbin.Output{}}
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			cmd.Process.Kill()
@@ -84,6 +85,7 @@ func startUp(t *testing.T, bin, dataDir, relayAddr string, extra ...string) *upP
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
+			p.out.Write([]byte(sc.Text() + "\n"))
 			lines <- sc.Text()
 		}
 		close(lines)
@@ -176,6 +178,15 @@ func procStat(pid int) (ppid int, state string, ok bool) {
 	}
 	ppid, _ = strconv.Atoi(f[1])
 	return ppid, f[0], true
+}
+
+// cmdline is a process's argv (from /proc).
+func cmdline(pid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return nil
+	}
+	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
 }
 
 func running(pid int) bool {
@@ -295,7 +306,7 @@ func waitActivity(t *testing.T, consoleURL, want string) {
 }
 
 func TestUpAnswersMentionStopsOnSIGINTWithoutLeftoversAndResumesOnSecondStart(t *testing.T) {
-	bin := testbin.Dir(t, "cmd/buzz", "cmd/buzz-agent")
+	bin := testbin.Dir(t, "cmd/buzz")
 	dataDir := filepath.Join(t.TempDir(), "data")
 
 	// Sessions are remembered per relay URL, so both starts use the same port, as a user's would.
@@ -321,10 +332,24 @@ func TestUpAnswersMentionStopsOnSIGINTWithoutLeftoversAndResumesOnSecondStart(t 
 	if len(kids) == 0 {
 		t.Fatal("buzz up has no child process; the agent should run as its child")
 	}
+	// The agent is this same binary's `buzz agent`, through the data dir's stable link (no
+	// buzz-agent binary exists in bin).
+	for _, pid := range kids {
+		argv := cmdline(pid)
+		if len(argv) < 2 || argv[0] != filepath.Join(dataDir, "bin", "buzz") || argv[1] != "agent" {
+			t.Errorf("child %d runs %q, want <data-dir>/bin/buzz agent", pid, argv)
+		}
+	}
 	first.stop(t)
 	for _, pid := range kids {
 		if running(pid) {
 			t.Errorf("child %d still running after buzz up stopped", pid)
+		}
+	}
+	// Ctrl-C says what stopped.
+	for _, want := range []string{"stopped the harness and the agent", "stopped the console", "stopped the relay"} {
+		if !strings.Contains(first.out.String(), want) {
+			t.Errorf("output after SIGINT lacks %q:\n%s", want, first.out.String())
 		}
 	}
 
@@ -395,7 +420,7 @@ func checkOneLineFailure(t *testing.T, code int, lines []string, want string) {
 }
 
 func TestUpFailsWithOneLineWhenRelayPortIsInUse(t *testing.T) {
-	bin := testbin.Dir(t, "cmd/buzz", "cmd/buzz-agent")
+	bin := testbin.Dir(t, "cmd/buzz")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -405,8 +430,63 @@ func TestUpFailsWithOneLineWhenRelayPortIsInUse(t *testing.T) {
 	checkOneLineFailure(t, code, lines, "port "+ln.Addr().String()+" is already in use")
 }
 
+func TestUpFailedFirstStartLeavesNoDataDir(t *testing.T) {
+	bin := testbin.Dir(t, "cmd/buzz")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for name, args := range map[string][]string{
+		"agent missing": {"--relay-addr", "127.0.0.1:0", "--agent-command", "no-such-agent-xyz"},
+		"port in use":   {"--relay-addr", ln.Addr().String()},
+		"bad console":   {"--relay-addr", "127.0.0.1:0", "--console-addr", "0.0.0.0:0"},
+	} {
+		parent := filepath.Join(t.TempDir(), "new")
+		dataDir := filepath.Join(parent, "data")
+		code, lines := runUp(t, bin, append([]string{"--data-dir", dataDir, "--console-addr", "127.0.0.1:0"}, args...)...)
+		if code == 0 {
+			t.Errorf("%s: exit 0", name)
+		}
+		if _, err := os.Stat(parent); !os.IsNotExist(err) {
+			t.Errorf("%s: failed start left %s behind (%v); stderr %q", name, parent, err, lines)
+		}
+	}
+}
+
+func TestUpOnADataDirAnotherBuzzUpHoldsNamesBuzzUp(t *testing.T) {
+	bin := testbin.Dir(t, "cmd/buzz")
+	dataDir := filepath.Join(t.TempDir(), "data")
+	first := startUp(t, bin, dataDir, freeAddr(t))
+	code, lines := runUp(t, bin, "--data-dir", dataDir, "--relay-addr", "127.0.0.1:0", "--console-addr", "127.0.0.1:0")
+	checkOneLineFailure(t, code, lines, "in use by another buzz up (pid "+strconv.Itoa(first.cmd.Process.Pid)+")")
+	first.stop(t)
+}
+
+func TestUpPrintEnvGivesTheRunningStacksRelayURL(t *testing.T) {
+	bin := testbin.Dir(t, "cmd/buzz")
+	dataDir := filepath.Join(t.TempDir(), "data")
+	first := startUp(t, bin, dataDir, freeAddr(t))
+	out, err := exec.Command(filepath.Join(bin, "buzz"), "up", "--print-env", "--data-dir", dataDir).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "export BUZZ_RELAY_URL=" + first.banner.relayHTTP + "\n"; !strings.HasPrefix(string(out), want) {
+		t.Errorf("--print-env while running printed\n%s\nwant it to start with\n%s", out, want)
+	}
+	first.stop(t)
+	// Stopped: the record is gone and the flag (here the default) decides again.
+	out, err = exec.Command(filepath.Join(bin, "buzz"), "up", "--print-env", "--data-dir", dataDir).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "export BUZZ_RELAY_URL=http://" + stack.DefaultRelayAddr + "\n"; !strings.HasPrefix(string(out), want) {
+		t.Errorf("--print-env after stop printed\n%s\nwant it to start with\n%s", out, want)
+	}
+}
+
 func TestUpFailsWithOneLineWhenDataDirIsNotADirectory(t *testing.T) {
-	bin := testbin.Dir(t, "cmd/buzz", "cmd/buzz-agent")
+	bin := testbin.Dir(t, "cmd/buzz")
 	file := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(file, []byte("x"), 0o600)
 	code, lines := runUp(t, bin, "--data-dir", file, "--relay-addr", "127.0.0.1:0", "--console-addr", "127.0.0.1:0")
@@ -414,7 +494,7 @@ func TestUpFailsWithOneLineWhenDataDirIsNotADirectory(t *testing.T) {
 }
 
 func TestUpFailsWithOneLineWhenAgentCommandIsMissing(t *testing.T) {
-	bin := testbin.Dir(t, "cmd/buzz", "cmd/buzz-agent")
+	bin := testbin.Dir(t, "cmd/buzz")
 	code, lines := runUp(t, bin, "--data-dir", t.TempDir(), "--relay-addr", "127.0.0.1:0", "--console-addr", "127.0.0.1:0", "--agent-command", "no-such-agent-xyz")
 	checkOneLineFailure(t, code, lines, `agent command "no-such-agent-xyz" not found`)
 }

@@ -1,6 +1,6 @@
-// Package cli is buzz-acp's command line: flags with environment fallbacks, named as upstream
-// buzz-acp names them, turned into a harness.Config.
-package cli
+// Package acpcmd is buzz-acp's command line (the buzz-acp binary and `buzz acp`): flags with
+// environment fallbacks, named as upstream buzz-acp names them, turned into a harness.Config.
+package acpcmd
 
 import (
 	"context"
@@ -9,14 +9,16 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
+	"github.com/buzz-harness/buzz/internal/cmdflag"
 	"github.com/buzz-harness/buzz/internal/console"
 	"github.com/buzz-harness/buzz/internal/harness"
 	"github.com/buzz-harness/buzz/internal/observer"
@@ -26,6 +28,23 @@ import (
 
 // Version is stamped by the build; "dev" otherwise.
 var Version = "dev"
+
+const defaultAgent = "buzz-agent"
+
+// DefaultContextMessageLimit is how many thread/conversation messages a prompt carries unless
+// --context-message-limit says otherwise; `buzz up` uses it too.
+const DefaultContextMessageLimit = 12
+
+// DefaultKinds is harness.DefaultKinds as the --kinds flag spells it.
+var DefaultKinds = joinInts(harness.DefaultKinds)
+
+func joinInts(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
 
 // options mirrors the flags before they are checked.
 type options struct {
@@ -47,11 +66,8 @@ type options struct {
 	stateDir                                       string
 	noResumeSessions                               bool
 	noReactions, noTyping, noPresence              bool
-	// envErrs are environment values that did not parse: a typo in an env var is an error,
-	// not a silent default.
-	envErrs []error
-
-	activityLog, activityAddr, logLevel string
+	activityLog, activityAddr, logLevel            string
+	selfAgent                                      bool
 }
 
 // Command returns the buzz-acp root command.
@@ -64,14 +80,20 @@ func Command() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
+		// Runs for `buzz acp` too: a subcommand's own hook replaces its parent's.
+		PersistentPreRunE: cmdflag.PreRun(os.Getenv),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Under `buzz acp` the default agent is also this program: `buzz agent`.
+			o.selfAgent = cmd.HasParent()
 			cfg, closeLog, err := o.config(cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
 			defer closeLog()
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
 			if o.activityAddr != "" {
-				url, err := console.ServeActivity(cmd.Context(), o.activityAddr, cfg.Observer)
+				url, err := console.ServeActivity(ctx, o.activityAddr, cfg.Observer)
 				if err != nil {
 					return fmt.Errorf("--activity-addr: %w", err)
 				}
@@ -81,47 +103,47 @@ func Command() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return h.Run(cmd.Context())
+			return h.Run(ctx)
 		},
 	}
-	f := cmd.Flags()
-	str(f, &o.relayURL, "relay-url", "BUZZ_RELAY_URL", "ws://localhost:3000", "relay WebSocket URL")
-	str(f, &o.privateKey, "private-key", "BUZZ_PRIVATE_KEY", "", "the agent's secret key (hex or nsec); required")
-	str(f, &o.owner, "agent-owner", "BUZZ_ACP_AGENT_OWNER", "", "owner pubkey (hex or npub): may run !cancel/!rotate/!shutdown")
-	str(f, &o.agentCommand, "agent-command", "BUZZ_ACP_AGENT_COMMAND", "buzz-agent", "ACP agent to run")
-	str(f, &o.agentArgs, "agent-args", "BUZZ_ACP_AGENT_ARGS", "", "agent arguments, comma-separated")
-	str(f, &o.agentCwd, "agent-cwd", "BUZZ_ACP_AGENT_CWD", "", "agent working directory (default: current directory)")
-	num(f, &o.envErrs, &o.agents, "agents", "BUZZ_ACP_AGENTS", 1, "agent processes running channels in parallel (1–32)")
-	num(f, &o.envErrs, &o.initTimeout, "agent-init-timeout", "BUZZ_ACP_AGENT_INIT_TIMEOUT", 60, "seconds an agent may take to answer initialize before it is killed and respawned")
-	num(f, &o.envErrs, &o.idleTimeout, "idle-timeout", "BUZZ_ACP_IDLE_TIMEOUT", 620, "seconds without agent output before a turn is cancelled")
-	num(f, &o.envErrs, &o.maxTurnDuration, "max-turn-duration", "BUZZ_ACP_MAX_TURN_DURATION", 7200, "hard cap on one turn, seconds")
-	str(f, &o.permissions, "permissions", "BUZZ_ACP_PERMISSIONS", "allow", "answer agent permission requests: allow (allow_once) or deny (reject_once)")
-	str(f, &o.respondTo, "respond-to", "BUZZ_ACP_RESPOND_TO", "owner-only", "whose mentions to answer: owner-only, allowlist, anyone, nobody")
-	str(f, &o.allowlist, "respond-to-allowlist", "BUZZ_ACP_RESPOND_TO_ALLOWLIST", "", "pubkeys (comma-separated) for --respond-to allowlist")
-	str(f, &o.kinds, "kinds", "BUZZ_ACP_KINDS", "9,46010,40007", "event kinds to subscribe to, comma-separated")
-	str(f, &o.channels, "channels", "BUZZ_ACP_CHANNELS", "", "only these channel ids (comma-separated); default all member channels")
-	boolean(f, &o.envErrs, &o.noMentionFilter, "no-mention-filter", "BUZZ_ACP_NO_MENTION_FILTER", "receive every event, not only those mentioning the agent")
-	num(f, &o.envErrs, &o.contextLimit, "context-message-limit", "BUZZ_ACP_CONTEXT_MESSAGE_LIMIT", 12, "thread/conversation messages included in a prompt (0–100)")
-	num(f, &o.envErrs, &o.maxTurnsPerSession, "max-turns-per-session", "BUZZ_ACP_MAX_TURNS_PER_SESSION", 0, "rotate a channel's session after this many turns (0 = never)")
-	str(f, &o.sessionTitle, "session-title", "BUZZ_ACP_SESSION_TITLE", "", "agent display name used in _meta.sessionTitle")
-	str(f, &o.basePromptFile, "base-prompt-file", "BUZZ_ACP_BASE_PROMPT_FILE", "", "replace the built-in [Base] prompt with this file (≤1 MB)")
-	boolean(f, &o.envErrs, &o.noBasePrompt, "no-base-prompt", "BUZZ_ACP_NO_BASE_PROMPT", "send no [Base] prompt")
-	str(f, &o.systemPrompt, "system-prompt", "BUZZ_ACP_SYSTEM_PROMPT", "", "persona text, sent as [System]")
-	str(f, &o.systemPromptFile, "system-prompt-file", "BUZZ_ACP_SYSTEM_PROMPT_FILE", "", "persona from a file")
-	str(f, &o.teamInstructions, "team-instructions", "BUZZ_ACP_TEAM_INSTRUCTIONS", "", "team instructions, sent as [Team Instructions]")
-	str(f, &o.initialMessage, "initial-message", "BUZZ_ACP_INITIAL_MESSAGE", "", "first prompt of every new channel session")
-	boolean(f, &o.envErrs, &o.noMemory, "no-memory", "BUZZ_ACP_NO_MEMORY", "do not load core memory (kind 30174)")
-	num(f, &o.envErrs, &o.heartbeatInterval, "heartbeat-interval", "BUZZ_ACP_HEARTBEAT_INTERVAL", 0, "seconds between heartbeat prompts (0 = off, else ≥10)")
-	str(f, &o.heartbeatPrompt, "heartbeat-prompt", "BUZZ_ACP_HEARTBEAT_PROMPT", "", "heartbeat prompt text")
-	str(f, &o.heartbeatPromptFile, "heartbeat-prompt-file", "BUZZ_ACP_HEARTBEAT_PROMPT_FILE", "", "heartbeat prompt from a file")
-	str(f, &o.stateDir, "state-dir", "BUZZ_ACP_STATE_DIR", "", "where the session store lives (default <cwd>/.buzz-acp)")
-	boolean(f, &o.envErrs, &o.noResumeSessions, "no-resume-sessions", "BUZZ_ACP_NO_RESUME_SESSIONS", "do not remember or resume channel sessions")
-	boolean(f, &o.envErrs, &o.noReactions, "no-reactions", "BUZZ_ACP_NO_REACTIONS", "do not add 👀 to accepted events")
-	boolean(f, &o.envErrs, &o.noTyping, "no-typing", "BUZZ_ACP_NO_TYPING", "do not send typing indicators (kind 20002) while a turn runs")
-	boolean(f, &o.envErrs, &o.noPresence, "no-presence", "BUZZ_ACP_NO_PRESENCE", "do not send presence (kind 20001)")
-	str(f, &o.activityLog, "activity-log", "BUZZ_ACP_ACTIVITY_LOG", "", "write the activity feed to this file as JSON lines")
-	str(f, &o.activityAddr, "activity-addr", "BUZZ_ACP_ACTIVITY_ADDR", "", "serve the activity console on this loopback address (e.g. 127.0.0.1:3002)")
-	str(f, &o.logLevel, "log-level", "BUZZ_ACP_LOG_LEVEL", "info", "debug, info, warn or error")
+	f := cmdflag.On(cmd.Flags())
+	f.String(&o.relayURL, "relay-url", "BUZZ_RELAY_URL", "ws://localhost:3000", "relay WebSocket URL")
+	f.String(&o.privateKey, "private-key", "BUZZ_PRIVATE_KEY", "", "the agent's secret key (hex or nsec); required")
+	f.String(&o.owner, "agent-owner", "BUZZ_ACP_AGENT_OWNER", "", "owner pubkey (hex or npub): may run !cancel/!rotate/!shutdown")
+	f.String(&o.agentCommand, "agent-command", "BUZZ_ACP_AGENT_COMMAND", defaultAgent, "ACP agent to run (under \"buzz acp\", falls back to \"buzz agent\" when no buzz-agent is installed)")
+	f.String(&o.agentArgs, "agent-args", "BUZZ_ACP_AGENT_ARGS", "", "agent arguments, comma-separated")
+	f.String(&o.agentCwd, "agent-cwd", "BUZZ_ACP_AGENT_CWD", "", "agent working directory (default: current directory)")
+	f.Int(&o.agents, "agents", "BUZZ_ACP_AGENTS", 1, "agent processes running channels in parallel (1–32)")
+	f.Int(&o.initTimeout, "agent-init-timeout", "BUZZ_ACP_AGENT_INIT_TIMEOUT", 60, "seconds an agent may take to answer initialize before it is killed and respawned")
+	f.Int(&o.idleTimeout, "idle-timeout", "BUZZ_ACP_IDLE_TIMEOUT", 620, "seconds without agent output before a turn is cancelled")
+	f.Int(&o.maxTurnDuration, "max-turn-duration", "BUZZ_ACP_MAX_TURN_DURATION", 7200, "hard cap on one turn, seconds")
+	f.String(&o.permissions, "permissions", "BUZZ_ACP_PERMISSIONS", "allow", "answer agent permission requests: allow (allow_once) or deny (reject_once)")
+	f.String(&o.respondTo, "respond-to", "BUZZ_ACP_RESPOND_TO", "owner-only", "whose mentions to answer: owner-only, allowlist, anyone, nobody")
+	f.String(&o.allowlist, "respond-to-allowlist", "BUZZ_ACP_RESPOND_TO_ALLOWLIST", "", "pubkeys (comma-separated) for --respond-to allowlist")
+	f.String(&o.kinds, "kinds", "BUZZ_ACP_KINDS", DefaultKinds, "event kinds to subscribe to, comma-separated")
+	f.String(&o.channels, "channels", "BUZZ_ACP_CHANNELS", "", "only these channel ids (comma-separated); default all member channels")
+	f.Bool(&o.noMentionFilter, "no-mention-filter", "BUZZ_ACP_NO_MENTION_FILTER", "receive every event, not only those mentioning the agent")
+	f.Int(&o.contextLimit, "context-message-limit", "BUZZ_ACP_CONTEXT_MESSAGE_LIMIT", DefaultContextMessageLimit, "thread/conversation messages included in a prompt (0–100)")
+	f.Int(&o.maxTurnsPerSession, "max-turns-per-session", "BUZZ_ACP_MAX_TURNS_PER_SESSION", 0, "rotate a channel's session after this many turns (0 = never)")
+	f.String(&o.sessionTitle, "session-title", "BUZZ_ACP_SESSION_TITLE", "", "agent display name used in _meta.sessionTitle")
+	f.String(&o.basePromptFile, "base-prompt-file", "BUZZ_ACP_BASE_PROMPT_FILE", "", "replace the built-in [Base] prompt with this file (≤1 MB)")
+	f.Bool(&o.noBasePrompt, "no-base-prompt", "BUZZ_ACP_NO_BASE_PROMPT", "send no [Base] prompt")
+	f.String(&o.systemPrompt, "system-prompt", "BUZZ_ACP_SYSTEM_PROMPT", "", "persona text, sent as [System]")
+	f.String(&o.systemPromptFile, "system-prompt-file", "BUZZ_ACP_SYSTEM_PROMPT_FILE", "", "persona from a file")
+	f.String(&o.teamInstructions, "team-instructions", "BUZZ_ACP_TEAM_INSTRUCTIONS", "", "team instructions, sent as [Team Instructions]")
+	f.String(&o.initialMessage, "initial-message", "BUZZ_ACP_INITIAL_MESSAGE", "", "first prompt of every new channel session")
+	f.Bool(&o.noMemory, "no-memory", "BUZZ_ACP_NO_MEMORY", "do not load core memory (kind 30174)")
+	f.Int(&o.heartbeatInterval, "heartbeat-interval", "BUZZ_ACP_HEARTBEAT_INTERVAL", 0, "seconds between heartbeat prompts (0 = off, else ≥10)")
+	f.String(&o.heartbeatPrompt, "heartbeat-prompt", "BUZZ_ACP_HEARTBEAT_PROMPT", "", "heartbeat prompt text")
+	f.String(&o.heartbeatPromptFile, "heartbeat-prompt-file", "BUZZ_ACP_HEARTBEAT_PROMPT_FILE", "", "heartbeat prompt from a file")
+	f.String(&o.stateDir, "state-dir", "BUZZ_ACP_STATE_DIR", "", "where the session store lives (default <cwd>/.buzz-acp)")
+	f.Bool(&o.noResumeSessions, "no-resume-sessions", "BUZZ_ACP_NO_RESUME_SESSIONS", "do not remember or resume channel sessions")
+	f.Bool(&o.noReactions, "no-reactions", "BUZZ_ACP_NO_REACTIONS", "do not add 👀 to accepted events")
+	f.Bool(&o.noTyping, "no-typing", "BUZZ_ACP_NO_TYPING", "do not send typing indicators (kind 20002) while a turn runs")
+	f.Bool(&o.noPresence, "no-presence", "BUZZ_ACP_NO_PRESENCE", "do not send presence (kind 20001)")
+	f.String(&o.activityLog, "activity-log", "BUZZ_ACP_ACTIVITY_LOG", "", "write the activity feed to this file as JSON lines")
+	f.String(&o.activityAddr, "activity-addr", "BUZZ_ACP_ACTIVITY_ADDR", "", "serve the activity console on this loopback address (e.g. 127.0.0.1:3002)")
+	f.String(&o.logLevel, "log-level", "BUZZ_ACP_LOG_LEVEL", "info", "debug, info, warn or error")
 	cmd.MarkFlagsMutuallyExclusive("system-prompt", "system-prompt-file")
 	cmd.MarkFlagsMutuallyExclusive("heartbeat-prompt", "heartbeat-prompt-file")
 	cmd.MarkFlagsMutuallyExclusive("base-prompt-file", "no-base-prompt")
@@ -130,9 +152,6 @@ func Command() *cobra.Command {
 
 func (o *options) config(stderr io.Writer) (harness.Config, func(), error) {
 	noop := func() {}
-	if len(o.envErrs) > 0 {
-		return harness.Config{}, noop, o.envErrs[0]
-	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return harness.Config{}, noop, fmt.Errorf("--log-level: %w", err)
@@ -214,7 +233,11 @@ func (o *options) config(stderr io.Writer) (harness.Config, func(), error) {
 	}
 	cfg.StateDir = o.stateDir
 	if cfg.AgentCommand, err = resolveAgent(cfg.AgentCommand); err != nil {
-		return cfg, noop, err
+		exe, xerr := os.Executable()
+		if !o.selfAgent || o.agentCommand != defaultAgent || xerr != nil {
+			return cfg, noop, err
+		}
+		cfg.AgentCommand, cfg.AgentArgs = exe, append([]string{"agent"}, cfg.AgentArgs...)
 	}
 	switch {
 	case o.noBasePrompt:
@@ -325,35 +348,4 @@ func secs(n, floor int) time.Duration {
 		n = floor
 	}
 	return time.Duration(n) * time.Second
-}
-
-// Flag helpers: the env var, when set, becomes the flag's default, so an explicit flag wins.
-func str(f *pflag.FlagSet, p *string, name, env, def, usage string) {
-	if v, ok := os.LookupEnv(env); ok {
-		def = v
-	}
-	f.StringVar(p, name, def, usage+" ["+env+"]")
-}
-
-func num(f *pflag.FlagSet, envErrs *[]error, p *int, name, env string, def int, usage string) {
-	if v, ok := os.LookupEnv(env); ok {
-		n, err := strconv.Atoi(strings.TrimSpace(v))
-		if err != nil {
-			*envErrs = append(*envErrs, fmt.Errorf("%s=%q is not a whole number", env, v))
-		} else {
-			def = n
-		}
-	}
-	f.IntVar(p, name, def, usage+" ["+env+"]")
-}
-
-func boolean(f *pflag.FlagSet, envErrs *[]error, p *bool, name, env, usage string) {
-	def := false
-	if v, ok := os.LookupEnv(env); ok {
-		var err error
-		if def, err = strconv.ParseBool(strings.TrimSpace(v)); err != nil {
-			*envErrs = append(*envErrs, fmt.Errorf("%s=%q is not true or false", env, v))
-		}
-	}
-	f.BoolVar(p, name, def, usage+" ["+env+"]")
 }

@@ -1,7 +1,8 @@
-package cli
+package acpcmd
 
 import (
 	"io"
+	"os"
 	"strings"
 	"testing"
 )
@@ -44,5 +45,24 @@ func TestMissingAgentCommandIsOneClearError(t *testing.T) {
 	err := run(t, "--agent-command", "no-such-agent-xyz")
 	if err == nil || !strings.Contains(err.Error(), `"no-such-agent-xyz" not found`) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestUnderBuzzAMissingDefaultAgentIsThisProgramsAgentSubcommand(t *testing.T) {
+	t.Setenv("PATH", t.TempDir()) // no buzz-agent anywhere
+	o := options{privateKey: strings.Repeat("1", 64), agentCommand: defaultAgent, agentArgs: "x", permissions: "allow",
+		logLevel: "info", kinds: DefaultKinds, stateDir: t.TempDir(), selfAgent: true}
+	cfg, closeLog, err := o.config(io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeLog()
+	exe, _ := os.Executable()
+	if cfg.AgentCommand != exe || strings.Join(cfg.AgentArgs, " ") != "agent x" {
+		t.Fatalf("agent = %s %q, want %s agent x", cfg.AgentCommand, cfg.AgentArgs, exe)
+	}
+	o.selfAgent = false
+	if _, _, err := o.config(io.Discard); err == nil || !strings.Contains(err.Error(), `"buzz-agent" not found`) {
+		t.Fatalf("standalone buzz-acp: err = %v, want buzz-agent not found", err)
 	}
 }

@@ -1,0 +1,64 @@
+// Package relaycmd is the relay's command line: the buzz-relay binary and `buzz relay`.
+package relaycmd
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/buzz-harness/buzz/internal/cmdflag"
+	"github.com/buzz-harness/buzz/internal/relay"
+)
+
+// Defaults.
+const (
+	DefaultAddr    = "127.0.0.1:3000"
+	DefaultDataDir = "./.buzz-relay"
+)
+
+// Command returns the relay command, named buzz-relay; `buzz relay` renames it.
+func Command() *cobra.Command {
+	var addr, dataDir, publicURL string
+	cmd := &cobra.Command{
+		Use:               "buzz-relay",
+		Short:             "Run a Buzz-compatible relay: WebSocket, NIP-11 and the HTTP bridge on one port, SQLite storage",
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		Args:              cobra.NoArgs,
+		PersistentPreRunE: cmdflag.PreRun(os.Getenv),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			stderr := cmd.ErrOrStderr()
+			// Listen first so a busy port fails fast without touching the data dir.
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return fmt.Errorf("cannot listen on %s: %w", addr, err)
+			}
+			log := slog.New(slog.NewTextHandler(stderr, nil))
+			r, err := relay.Open(relay.Config{DataDir: dataDir, PublicURL: publicURL, Logger: log})
+			if err != nil {
+				ln.Close()
+				return err
+			}
+			fmt.Fprintf(stderr, "%s listening on ws://%s (data %s, relay pubkey %s)\n", cmd.CommandPath(), ln.Addr(), dataDir, r.PublicKey())
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if err := relay.Serve(ctx, ln, r); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			log.Info("relay stopped")
+			return nil
+		},
+	}
+	f := cmdflag.On(cmd.Flags())
+	f.String(&addr, "addr", "BUZZ_BIND_ADDR", DefaultAddr, "listen address (WebSocket, NIP-11 and HTTP bridge)")
+	f.String(&dataDir, "data-dir", "BUZZ_RELAY_DATA_DIR", DefaultDataDir, "data directory for relay.db and relay.key")
+	f.String(&publicURL, "public-url", "RELAY_URL", "", "public ws(s):// URL checked by NIP-42/NIP-98 (default: derived from the Host header)")
+	return cmd
+}
