@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -25,7 +27,9 @@ const (
 
 // Command returns the relay command, named buzz-relay; `buzz relay` renames it.
 func Command() *cobra.Command {
-	var addr, dataDir, publicURL string
+	var addr, dataDir, publicURL, database, origins string
+	var queryTimeout, writeTimeout, reconnectDelay time.Duration
+	var maxQueued int64
 	cmd := &cobra.Command{
 		Use:               "buzz-relay",
 		Short:             "Run a Buzz-compatible relay: WebSocket, NIP-11 and the HTTP bridge on one port, SQLite storage",
@@ -41,7 +45,11 @@ func Command() *cobra.Command {
 				return fmt.Errorf("cannot listen on %s: %w", addr, err)
 			}
 			log := slog.New(slog.NewTextHandler(stderr, nil))
-			r, err := relay.Open(relay.Config{DataDir: dataDir, PublicURL: publicURL, Logger: log})
+			r, err := relay.Open(relay.Config{
+				DataDir: dataDir, Database: database, PublicURL: publicURL, ListenAddr: ln.Addr().String(),
+				AllowedOrigins: splitList(origins), QueryTimeout: queryTimeout, WriteTimeout: writeTimeout,
+				MaxQueuedBytes: maxQueued, ReconnectDelay: reconnectDelay, Logger: log,
+			})
 			if err != nil {
 				ln.Close()
 				return err
@@ -59,6 +67,23 @@ func Command() *cobra.Command {
 	f := cmdflag.On(cmd.Flags())
 	f.String(&addr, "addr", "BUZZ_BIND_ADDR", DefaultAddr, "listen address (WebSocket, NIP-11 and HTTP bridge)")
 	f.String(&dataDir, "data-dir", "BUZZ_RELAY_DATA_DIR", DefaultDataDir, "data directory for relay.db and relay.key")
-	f.String(&publicURL, "public-url", "RELAY_URL", "", "public ws(s):// URL checked by NIP-42/NIP-98 (default: derived from the Host header)")
+	f.String(&publicURL, "public-url", "RELAY_URL", "", "public ws(s):// URL checked by NIP-42/NIP-98 (default: the listen address and loopback names; the Host header is never trusted)")
+	f.String(&database, "database", "BUZZ_DATABASE_URL", "", "postgres:// URL: store events in PostgreSQL, shared by every node given it (default: SQLite in --data-dir)")
+	f.String(&origins, "allowed-origins", "BUZZ_ALLOWED_ORIGINS", "", "browser origins (scheme://host[:port], comma-separated) allowed to connect; requests without an Origin are always allowed")
+	f.Duration(&queryTimeout, "query-timeout", "BUZZ_QUERY_TIMEOUT", relay.DefaultQueryTimeout, "deadline for every store query (REQ, COUNT, bridge)")
+	f.Duration(&writeTimeout, "write-timeout", "BUZZ_WRITE_TIMEOUT", relay.DefaultWriteTimeout, "how long one frame may take to reach a client before it is dropped as stalled")
+	f.Int64(&maxQueued, "max-queued-bytes", "BUZZ_MAX_QUEUED_BYTES", relay.DefaultMaxQueuedBytes, "bytes waiting to be written to one client before it is disconnected")
+	f.Duration(&reconnectDelay, "db-reconnect-delay", "BUZZ_RELAY_RECONNECT_DELAY", time.Second, "pause before a node reconnects its lost PostgreSQL change feed")
 	return cmd
+}
+
+// splitList splits a comma-separated flag value, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
