@@ -350,7 +350,7 @@ func (j *Journal) Append(e Entry) error {
 	if _, dup := j.state.pending[e.EventID]; dup {
 		return nil
 	}
-	if err := j.writeLocked(record{Op: opAccept, Entry: &e}); err != nil {
+	if err := j.writeLocked(record{Op: opAccept, Entry: &e}, true); err != nil {
 		return fmt.Errorf("journal append %s: %w", e.EventID, err)
 	}
 	j.state.apply(record{Op: opAccept, Entry: &e})
@@ -377,14 +377,15 @@ func (j *Journal) Done(eventIDs ...string) error {
 	}
 	r := record{Op: opDone, IDs: ids}
 	j.state.apply(r)
-	if err := j.writeLocked(r); err != nil {
+	if err := j.writeLocked(r, false); err != nil {
 		j.needsSync = true
 		return fmt.Errorf("journal done: %w", err)
 	}
 	return j.maybeCompactLocked()
 }
 
-// InFlight records that a turn is about to show these events to the agent. It never compacts:
+// InFlight records that a turn is about to show these events to the agent. Like Done it is
+// written but not fsynced (see writeLocked). It never compacts:
 // it sits between an event and its prompt, and a compaction (a rewrite and three fsyncs) there
 // cost that prompt tens of milliseconds; the Done that ends every turn compacts instead.
 func (j *Journal) InFlight(at time.Time, eventIDs ...string) error {
@@ -395,7 +396,7 @@ func (j *Journal) InFlight(at time.Time, eventIDs ...string) error {
 	}
 	r := record{Op: opInFlight, IDs: eventIDs, TS: at.Unix()}
 	j.state.apply(r)
-	if err := j.writeLocked(r); err != nil {
+	if err := j.writeLocked(r, false); err != nil {
 		j.needsSync = true
 		return fmt.Errorf("journal in-flight: %w", err)
 	}
@@ -415,7 +416,7 @@ func (j *Journal) Skip(eventID string, createdAt int64) error {
 	}
 	r := record{Op: opDone, IDs: []string{eventID}, TS: createdAt}
 	j.state.apply(r)
-	if err := j.writeLocked(r); err != nil {
+	if err := j.writeLocked(r, true); err != nil {
 		j.needsSync = true
 		return fmt.Errorf("journal skip: %w", err)
 	}
@@ -518,9 +519,16 @@ func (j *Journal) compactLocked() error {
 	return nil
 }
 
-// writeLocked appends one record and fsyncs. On failure it cuts the file back to the last whole
-// record so a partial line cannot swallow the next append.
-func (j *Journal) writeLocked(r record) error {
+// writeLocked appends one record, and fsyncs when sync is set. Accept and Skip records are
+// fsynced before the caller goes on: losing one would lose an event or re-run an owner command.
+// In-flight and done records are only written: they sit on the way to every prompt and at the end
+// of every turn, where an fsync costs the disk's tail latency (tens of milliseconds on a busy
+// disk) per mention. A process crash keeps them (the kernel has the write); a power loss may drop
+// the newest few, and then a replay re-prompts a batch without first checking for its reply: at
+// worst a second answer, never a lost one. The next synced write or Close makes them durable.
+// On failure it cuts the file back to the last whole record so a partial line cannot swallow
+// the next append.
+func (j *Journal) writeLocked(r record, sync bool) error {
 	if j.needsSync || j.f == nil {
 		// An earlier write failed and the file may not match memory: rewrite it first.
 		if err := j.compactLocked(); err != nil {
@@ -532,7 +540,7 @@ func (j *Journal) writeLocked(r record) error {
 		return err
 	}
 	_, err = j.f.Write(line)
-	if err == nil {
+	if err == nil && sync {
 		err = j.f.Sync()
 	}
 	if err != nil {
@@ -555,7 +563,7 @@ func (j *Journal) Close() error {
 	j.closed = true
 	var err error
 	if j.f != nil {
-		err = j.f.Close()
+		err = errors.Join(j.f.Sync(), j.f.Close()) // the unsynced in-flight and done records
 	}
 	if uerr := j.lock.Unlock(); err == nil {
 		err = uerr

@@ -590,3 +590,44 @@ func TestInFlightNeverCompactsOnTheWayToAPrompt(t *testing.T) {
 		t.Fatal("Done past the threshold did not compact")
 	}
 }
+
+// An accepted event is on disk before Append returns; the in-flight and done records that sit
+// on the way to every prompt and at every turn's end only reach the kernel (a process crash keeps
+// them), and Close makes them durable.
+func TestOnlyAcceptAndSkipWaitForTheDiskAndCloseSyncsTheRest(t *testing.T) {
+	var syncs int
+	dir := t.TempDir()
+	j, _ := openT(t, dir, func(j *Journal) {
+		j.openAppend = func(path string) (appendFile, error) {
+			f, err := openAppendFile(path)
+			return &syncCounter{f, &syncs}, err
+		}
+	})
+	count := func(what string, want int, op func() error) {
+		t.Helper()
+		before := syncs
+		if err := op(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if got := syncs - before; got != want {
+			t.Fatalf("%s: %d fsyncs, want %d", what, got, want)
+		}
+	}
+	count("Append", 1, func() error { return j.Append(entry(1)) })
+	count("Skip", 1, func() error { return j.Skip(entry(2).EventID, entry(2).CreatedAt) })
+	count("InFlight", 0, func() error { return j.InFlight(time.Unix(1700000001, 0), entry(1).EventID) })
+	count("Done", 0, func() error { return j.Done(entry(1).EventID) })
+	count("Close", 1, j.Close)
+
+	j2, _ := openT(t, dir, nil)
+	if got := len(j2.Pending()); got != 0 {
+		t.Fatalf("after reopen %d pending, want 0 (the unsynced done record was kept)", got)
+	}
+}
+
+type syncCounter struct {
+	appendFile
+	n *int
+}
+
+func (c *syncCounter) Sync() error { *c.n++; return c.appendFile.Sync() }
