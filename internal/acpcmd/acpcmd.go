@@ -165,7 +165,7 @@ func (o *options) config(stderr io.Writer) (harness.Config, func(), error) {
 		RelayURL:            o.relayURL,
 		SecretKey:           sk,
 		AgentCommand:        o.agentCommand,
-		AgentArgs:           splitList(o.agentArgs),
+		AgentArgs:           cmdflag.List(o.agentArgs),
 		Agents:              o.agents,
 		InitTimeout:         secs(o.initTimeout, 1),
 		IdleTimeout:         secs(o.idleTimeout, 1),
@@ -198,7 +198,7 @@ func (o *options) config(stderr io.Writer) (harness.Config, func(), error) {
 	}
 	if o.allowlist != "" {
 		cfg.Allowlist = map[string]bool{}
-		for _, p := range splitList(o.allowlist) {
+		for _, p := range cmdflag.List(o.allowlist) {
 			pk, err := protocol.ParsePubkey(p)
 			if err != nil {
 				return cfg, noop, fmt.Errorf("--respond-to-allowlist: %w", err)
@@ -206,7 +206,7 @@ func (o *options) config(stderr io.Writer) (harness.Config, func(), error) {
 			cfg.Allowlist[pk] = true
 		}
 	}
-	for _, k := range splitList(o.kinds) {
+	for _, k := range cmdflag.List(o.kinds) {
 		n, err := strconv.Atoi(k)
 		if err != nil {
 			return cfg, noop, fmt.Errorf("--kinds: %q is not a number", k)
@@ -215,7 +215,7 @@ func (o *options) config(stderr io.Writer) (harness.Config, func(), error) {
 	}
 	if o.channels != "" {
 		cfg.Channels = map[string]bool{}
-		for _, c := range splitList(o.channels) {
+		for _, c := range cmdflag.List(o.channels) {
 			if !protocol.IsUUID(c) {
 				return cfg, noop, fmt.Errorf("--channels: %q is not a channel UUID", c)
 			}
@@ -330,16 +330,6 @@ func readText(path string, max int64) (string, error) {
 	}
 	b, err := os.ReadFile(path)
 	return string(b), err
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // secs converts a seconds flag; 0 becomes floor, as upstream does.

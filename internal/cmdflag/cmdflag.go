@@ -131,3 +131,14 @@ func Main(cmd *cobra.Command) int {
 	}
 	return 0
 }
+
+// List splits a comma-separated flag value into its trimmed, non-empty items.
+func List(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -47,7 +46,7 @@ func Command() *cobra.Command {
 			log := slog.New(slog.NewTextHandler(stderr, nil))
 			r, err := relay.Open(relay.Config{
 				DataDir: dataDir, Database: database, PublicURL: publicURL, ListenAddr: ln.Addr().String(),
-				AllowedOrigins: splitList(origins), QueryTimeout: queryTimeout, WriteTimeout: writeTimeout,
+				AllowedOrigins: cmdflag.List(origins), QueryTimeout: queryTimeout, WriteTimeout: writeTimeout,
 				MaxQueuedBytes: maxQueued, ReconnectDelay: reconnectDelay, Logger: log,
 			})
 			if err != nil {
@@ -75,15 +74,4 @@ func Command() *cobra.Command {
 	f.Int64(&maxQueued, "max-queued-bytes", "BUZZ_MAX_QUEUED_BYTES", relay.DefaultMaxQueuedBytes, "bytes waiting to be written to one client before it is disconnected")
 	f.Duration(&reconnectDelay, "db-reconnect-delay", "BUZZ_RELAY_RECONNECT_DELAY", time.Second, "pause before a node reconnects its lost PostgreSQL change feed")
 	return cmd
-}
-
-// splitList splits a comma-separated flag value, dropping blanks.
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }
