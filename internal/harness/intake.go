@@ -46,15 +46,20 @@ func (h *Harness) handleEvent(ctx context.Context, ev *nostr.Event) {
 		h.log.Error("cannot journal event; not accepting it", "event", ev.ID, "channel", chID, "err", err)
 		return
 	}
-	h.enqueue(chID, ev)
+	h.enqueue(h.scopeOf(c, ev), ev)
 }
 
-func (h *Harness) enqueue(chID string, ev *nostr.Event) {
-	if dropped := h.queue.Push(chID, ev, h.now()); dropped != nil {
-		h.log.Warn("queue full; dropped oldest event", "channel", chID, "event", dropped.ID)
+// scopeOf is the conversation an event of channel c belongs to under the configured policy.
+func (h *Harness) scopeOf(c *channel, ev *nostr.Event) scopeKey {
+	return scopeOf(h.cfg.SessionPolicy, *c, ev)
+}
+
+func (h *Harness) enqueue(k scopeKey, ev *nostr.Event) {
+	if dropped := h.queue.Push(k, ev, h.now()); dropped != nil {
+		h.log.Warn("queue full; dropped oldest event", "channel", k.channelID(), "scope", k.String(), "event", dropped.ID)
 		h.done(dropped.ID)
 	}
-	h.log.Info("queued", "channel", chID, "event", ev.ID, "author", ev.PubKey)
+	h.log.Info("queued", "channel", k.channelID(), "scope", k.String(), "event", ev.ID, "author", ev.PubKey)
 	h.poke()
 }
 
@@ -104,7 +109,7 @@ func (h *Harness) replayJournal(ctx context.Context) {
 			continue
 		}
 		h.seen.Add(ev.ID)
-		h.enqueue(e.ChannelID, ev)
+		h.enqueue(h.scopeOf(h.channels[e.ChannelID], ev), ev)
 		n++
 	}
 	// In-flight batches go first: they were accepted before anything still waiting.
@@ -120,7 +125,7 @@ func (h *Harness) replayJournal(ctx context.Context) {
 		}
 		for j := len(evs) - 1; j >= 0; j-- {
 			h.seen.Add(evs[j].ID)
-			h.queue.PushFront(k.ch, evs[j], h.now())
+			h.queue.PushFront(h.scopeOf(h.channels[k.ch], evs[j]), evs[j], h.now())
 			n++
 		}
 	}

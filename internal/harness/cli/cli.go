@@ -46,6 +46,8 @@ type options struct {
 	heartbeatPrompt, heartbeatPromptFile           string
 	stateDir                                       string
 	noResumeSessions                               bool
+	sessionPolicy                                  string
+	maxCachedSessions, sessionIdleTTL              int
 	// envErrs are environment values that did not parse: a typo in an env var is an error,
 	// not a silent default.
 	envErrs []error
@@ -115,6 +117,9 @@ func Command() *cobra.Command {
 	str(f, &o.heartbeatPromptFile, "heartbeat-prompt-file", "BUZZ_ACP_HEARTBEAT_PROMPT_FILE", "", "heartbeat prompt from a file")
 	str(f, &o.stateDir, "state-dir", "BUZZ_ACP_STATE_DIR", "", "where the session store lives (default <cwd>/.buzz-acp)")
 	boolean(f, &o.envErrs, &o.noResumeSessions, "no-resume-sessions", "BUZZ_ACP_NO_RESUME_SESSIONS", "do not remember or resume channel sessions")
+	str(f, &o.sessionPolicy, "session-policy", "BUZZ_ACP_SESSION_POLICY", "thread", "one agent session per thread, or per channel (thread|channel)")
+	num(f, &o.envErrs, &o.maxCachedSessions, "max-cached-conversation-sessions", "BUZZ_ACP_MAX_CACHED_CONVERSATION_SESSIONS", 8, "live sessions per agent process; the least recently used idle one is closed")
+	num(f, &o.envErrs, &o.sessionIdleTTL, "conversation-session-idle-ttl-secs", "BUZZ_ACP_CONVERSATION_SESSION_IDLE_TTL_SECS", 1800, "close a live session idle this many seconds")
 	str(f, &o.activityLog, "activity-log", "BUZZ_ACP_ACTIVITY_LOG", "", "write the activity feed to this file as JSON lines")
 	str(f, &o.activityAddr, "activity-addr", "BUZZ_ACP_ACTIVITY_ADDR", "", "serve the activity console on this loopback address (e.g. 127.0.0.1:3002)")
 	str(f, &o.logLevel, "log-level", "BUZZ_ACP_LOG_LEVEL", "info", "debug, info, warn or error")
@@ -139,28 +144,31 @@ func (o *options) config(stderr io.Writer) (harness.Config, func(), error) {
 		return harness.Config{}, noop, fmt.Errorf("--private-key / BUZZ_PRIVATE_KEY: %w", err)
 	}
 	cfg := harness.Config{
-		RelayURL:            o.relayURL,
-		SecretKey:           sk,
-		AgentCommand:        o.agentCommand,
-		AgentArgs:           splitList(o.agentArgs),
-		Agents:              o.agents,
-		InitTimeout:         secs(o.initTimeout, 1),
-		IdleTimeout:         secs(o.idleTimeout, 1),
-		MaxTurnDuration:     secs(o.maxTurnDuration, 60),
-		PermissionsDeny:     o.permissions == "deny",
-		MaxTurnsPerSession:  o.maxTurnsPerSession,
-		RespondTo:           harness.RespondTo(o.respondTo),
-		NoMentionFilter:     o.noMentionFilter,
-		ContextMessageLimit: o.contextLimit,
-		SessionTitle:        o.sessionTitle,
-		TeamInstructions:    o.teamInstructions,
-		InitialMessage:      o.initialMessage,
-		Memory:              !o.noMemory,
-		HeartbeatInterval:   time.Duration(o.heartbeatInterval) * time.Second,
-		NoResumeSessions:    o.noResumeSessions,
-		Logger:              logger,
-		Version:             Version,
-		BuzzCLIDir:          harness.BuzzCLIDir(),
+		RelayURL:                      o.relayURL,
+		SecretKey:                     sk,
+		AgentCommand:                  o.agentCommand,
+		AgentArgs:                     splitList(o.agentArgs),
+		Agents:                        o.agents,
+		InitTimeout:                   secs(o.initTimeout, 1),
+		IdleTimeout:                   secs(o.idleTimeout, 1),
+		MaxTurnDuration:               secs(o.maxTurnDuration, 60),
+		PermissionsDeny:               o.permissions == "deny",
+		MaxTurnsPerSession:            o.maxTurnsPerSession,
+		RespondTo:                     harness.RespondTo(o.respondTo),
+		NoMentionFilter:               o.noMentionFilter,
+		ContextMessageLimit:           o.contextLimit,
+		SessionTitle:                  o.sessionTitle,
+		TeamInstructions:              o.teamInstructions,
+		InitialMessage:                o.initialMessage,
+		Memory:                        !o.noMemory,
+		HeartbeatInterval:             time.Duration(o.heartbeatInterval) * time.Second,
+		NoResumeSessions:              o.noResumeSessions,
+		SessionPolicy:                 harness.SessionPolicy(o.sessionPolicy),
+		MaxCachedConversationSessions: o.maxCachedSessions,
+		ConversationSessionIdleTTL:    time.Duration(o.sessionIdleTTL) * time.Second,
+		Logger:                        logger,
+		Version:                       Version,
+		BuzzCLIDir:                    harness.BuzzCLIDir(),
 	}
 	if o.permissions != "allow" && o.permissions != "deny" {
 		return cfg, noop, fmt.Errorf("--permissions must be allow or deny, got %q", o.permissions)
