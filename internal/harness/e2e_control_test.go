@@ -24,7 +24,7 @@ func TestOwnerCancelStopsRunningTurnAndDropsBatch(t *testing.T) {
 	s.start(nil, "TESTAGENT_HANG_ON=1")
 	m := s.mention(s.ownerSK, "long job")
 	s.waitRecorded("session/prompt", 1)
-	cmd := s.mention(s.ownerSK, "!cancel")
+	cmd := s.mention(s.ownerSK, "!cancel", replyTo(m.ID)) // in the thread of the running turn
 	if out := s.waitOutcome(cmd.ID); out["type"] != "turn_cancelled" {
 		t.Fatalf("outcome %v", out)
 	}
@@ -46,11 +46,11 @@ func TestOwnerRotateForgetsSessionAndNextSessionIsFresh(t *testing.T) {
 	s.start(nil)
 	first := s.mention(s.ownerSK, "one")
 	s.waitReply(first.ID)
-	cmd := s.mention(s.ownerSK, "@agent !rotate")
+	cmd := s.mention(s.ownerSK, "@agent !rotate", replyTo(first.ID))
 	if out := s.waitOutcome(cmd.ID); out["type"] != "session_rotated" {
 		t.Fatalf("outcome %v", out)
 	}
-	second := s.mention(s.ownerSK, "two")
+	second := s.mention(s.ownerSK, "two", replyTo(first.ID))
 	s.waitReply(second.ID)
 	news := s.methods("session/new")
 	if len(news) != 2 {

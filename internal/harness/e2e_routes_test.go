@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nbd-wtf/go-nostr"
 )
 
 // standingIn reports whether a prompt text carries the standing [Base] section.
@@ -12,8 +14,15 @@ func standingIn(prompt string) bool { return strings.HasPrefix(prompt, "[Base]\n
 func TestUserMessageRouteBriefsOncePerSession(t *testing.T) {
 	s := newStack(t)
 	s.start([]string{"--system-prompt", "You are Helper."})
-	for _, text := range []string{"one", "two", "three"} {
-		m := s.mention(s.ownerSK, text)
+	var root string
+	for _, text := range []string{"one", "two", "three"} { // one thread: one session
+		var m nostr.Event
+		if root == "" {
+			m = s.mention(s.ownerSK, text)
+			root = m.ID
+		} else {
+			m = s.mention(s.ownerSK, text, replyTo(root))
+		}
 		s.waitReply(m.ID)
 	}
 	ps := s.prompts()
@@ -133,8 +142,9 @@ func TestGooseProbeSuccessDeliversViaCustomMethod(t *testing.T) {
 func TestGooseProbeMethodNotFoundFallsBackToUserMessage(t *testing.T) {
 	s := newStack(t)
 	s.start(nil, "TESTAGENT_NAME=goose")
-	s.waitReply(s.mention(s.ownerSK, "hi").ID)
-	s.waitReply(s.mention(s.ownerSK, "again").ID)
+	hi := s.mention(s.ownerSK, "hi")
+	s.waitReply(hi.ID)
+	s.waitReply(s.mention(s.ownerSK, "again", replyTo(hi.ID)).ID)
 	ps := s.prompts()
 	if !standingIn(ps[0]) || standingIn(ps[1]) {
 		t.Fatal("after -32601 goose must be briefed once in the first user message")
@@ -157,8 +167,9 @@ func TestGooseProbeOtherErrorFailsSessionCreationClearly(t *testing.T) {
 func TestUserMessageRouteBriefsAgainAfterMaxTokens(t *testing.T) {
 	s := newStack(t)
 	s.start(nil, "TESTAGENT_STOP_REASON=max_tokens")
-	s.waitReply(s.mention(s.ownerSK, "one").ID)
-	s.waitReply(s.mention(s.ownerSK, "two").ID)
+	one := s.mention(s.ownerSK, "one")
+	s.waitReply(one.ID)
+	s.waitReply(s.mention(s.ownerSK, "two", replyTo(one.ID)).ID)
 	ps := s.prompts()
 	if len(ps) != 2 || !standingIn(ps[0]) || !standingIn(ps[1]) {
 		t.Fatal("after max_tokens the session must be replaced and the new one briefed")

@@ -37,7 +37,7 @@ func TestSessionSurvivesHarnessSIGKILLViaSessionLoad(t *testing.T) {
 	s.kill()
 
 	s.start(nil, "TESTAGENT_REPLY=answer {codeword}")
-	second := s.mention(s.ownerSK, "codeword?")
+	second := s.mention(s.ownerSK, "codeword?", replyTo(first.ID))
 	reply := s.waitReply(second.ID)
 	if !strings.Contains(reply.Content, "PAPAYA") {
 		t.Fatalf("reply %q does not remember the codeword: the session was not resumed", reply.Content)
@@ -64,7 +64,7 @@ func TestSessionResumePreferredWhenAdvertised(t *testing.T) {
 	s.waitReply(first.ID)
 	s.kill()
 	s.start(nil, "TESTAGENT_CAPS=resume", "TESTAGENT_REPLY=answer {codeword}")
-	second := s.mention(s.ownerSK, "codeword?")
+	second := s.mention(s.ownerSK, "codeword?", replyTo(first.ID))
 	if reply := s.waitReply(second.ID); !strings.Contains(reply.Content, "KIWI") {
 		t.Fatalf("reply %q", reply.Content)
 	}
@@ -82,7 +82,7 @@ func TestRefusedResumeForgetsRecordAndFallsBackInSameTurn(t *testing.T) {
 	// A fresh agent state dir: the agent no longer knows the session and answers -32002.
 	s.agentDir = t.TempDir()
 	s.start(nil)
-	second := s.mention(s.ownerSK, "again")
+	second := s.mention(s.ownerSK, "again", replyTo(first.ID))
 	s.waitReply(second.ID)
 	if len(s.methods("session/load")) != 1 || len(s.methods("session/new")) != 2 {
 		t.Fatalf("load ×%d new ×%d; want 1 and 2", len(s.methods("session/load")), len(s.methods("session/new")))
@@ -99,7 +99,7 @@ func TestNoResumeSessionsOptsOut(t *testing.T) {
 	s.waitReply(first.ID)
 	s.kill()
 	s.start([]string{"--no-resume-sessions"})
-	second := s.mention(s.ownerSK, "again")
+	second := s.mention(s.ownerSK, "again", replyTo(first.ID))
 	s.waitReply(second.ID)
 	if len(s.methods("session/load")) != 0 || len(s.methods("session/new")) != 2 {
 		t.Fatalf("load ×%d new ×%d", len(s.methods("session/load")), len(s.methods("session/new")))
@@ -138,10 +138,11 @@ func TestSessionNewCarriesChannelIdentityAndTitleInOneMeta(t *testing.T) {
 func TestAgentDyingDuringLoadIsRespawnedAndLoadRetriedOnce(t *testing.T) {
 	s := newStack(t)
 	s.start(nil)
-	s.waitReply(s.mention(s.ownerSK, "codeword=MANGO").ID)
+	first := s.mention(s.ownerSK, "codeword=MANGO")
+	s.waitReply(first.ID)
 	s.kill()
 	s.start(nil, "TESTAGENT_CRASH_ON_LOAD=1", "TESTAGENT_REPLY=answer {codeword}")
-	reply := s.waitReply(s.mention(s.ownerSK, "codeword?").ID)
+	reply := s.waitReply(s.mention(s.ownerSK, "codeword?", replyTo(first.ID)).ID)
 	if !strings.Contains(reply.Content, "MANGO") {
 		t.Fatalf("reply %q: the session was not resumed after the retry", reply.Content)
 	}

@@ -79,7 +79,11 @@ func (o *sessionOpener) params(spec sessionSpec) acp.SessionParams {
 		if ch.Type != "unknown" && ch.Type != "" {
 			p.Meta["channelType"] = ch.Type
 		}
-		p.Meta["buzz"] = map[string]any{"conversationId": spec.scope.conversationID()}
+		k := spec.scope
+		if k.Channel == "" {
+			k = channelScope(ch.ID)
+		}
+		p.Meta["buzz"] = map[string]any{"conversationId": k.conversationID()}
 	}
 	if spec.fresh {
 		p.Meta["freshSession"] = true
