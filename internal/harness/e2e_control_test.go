@@ -45,13 +45,13 @@ func TestOwnerRotateForgetsSessionAndNextSessionIsFresh(t *testing.T) {
 	s := newStack(t)
 	s.start(nil)
 	first := s.mention(s.ownerSK, "one")
-	s.waitReply(first.ID)
+	r1 := s.waitReply(first.ID)
 	cmd := s.mention(s.ownerSK, "@agent !rotate", replyTo(first.ID))
 	if out := s.waitOutcome(cmd.ID); out["type"] != "session_rotated" {
 		t.Fatalf("outcome %v", out)
 	}
-	second := s.mention(s.ownerSK, "two", replyTo(first.ID))
-	s.waitReply(second.ID)
+	s.mention(s.ownerSK, "two", replyTo(first.ID))
+	s.waitNewReply(first.ID, r1)
 	news := s.methods("session/new")
 	if len(news) != 2 {
 		t.Fatalf("%d session/new calls, want 2 (one before and one after !rotate)", len(news))

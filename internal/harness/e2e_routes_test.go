@@ -14,16 +14,11 @@ func standingIn(prompt string) bool { return strings.HasPrefix(prompt, "[Base]\n
 func TestUserMessageRouteBriefsOncePerSession(t *testing.T) {
 	s := newStack(t)
 	s.start([]string{"--system-prompt", "You are Helper."})
-	var root string
-	for _, text := range []string{"one", "two", "three"} { // one thread: one session
-		var m nostr.Event
-		if root == "" {
-			m = s.mention(s.ownerSK, text)
-			root = m.ID
-		} else {
-			m = s.mention(s.ownerSK, text, replyTo(root))
-		}
-		s.waitReply(m.ID)
+	one := s.mention(s.ownerSK, "one")
+	replies := []nostr.Event{s.waitReply(one.ID)}
+	for _, text := range []string{"two", "three"} { // the same thread: the same session
+		s.mention(s.ownerSK, text, replyTo(one.ID))
+		replies = append(replies, s.waitNewReply(one.ID, replies...))
 	}
 	ps := s.prompts()
 	if len(ps) != 3 {
@@ -143,8 +138,9 @@ func TestGooseProbeMethodNotFoundFallsBackToUserMessage(t *testing.T) {
 	s := newStack(t)
 	s.start(nil, "TESTAGENT_NAME=goose")
 	hi := s.mention(s.ownerSK, "hi")
-	s.waitReply(hi.ID)
-	s.waitReply(s.mention(s.ownerSK, "again", replyTo(hi.ID)).ID)
+	r1 := s.waitReply(hi.ID)
+	s.mention(s.ownerSK, "again", replyTo(hi.ID))
+	s.waitNewReply(hi.ID, r1)
 	ps := s.prompts()
 	if !standingIn(ps[0]) || standingIn(ps[1]) {
 		t.Fatal("after -32601 goose must be briefed once in the first user message")
@@ -168,8 +164,9 @@ func TestUserMessageRouteBriefsAgainAfterMaxTokens(t *testing.T) {
 	s := newStack(t)
 	s.start(nil, "TESTAGENT_STOP_REASON=max_tokens")
 	one := s.mention(s.ownerSK, "one")
-	s.waitReply(one.ID)
-	s.waitReply(s.mention(s.ownerSK, "two", replyTo(one.ID)).ID)
+	r1 := s.waitReply(one.ID)
+	s.mention(s.ownerSK, "two", replyTo(one.ID))
+	s.waitNewReply(one.ID, r1)
 	ps := s.prompts()
 	if len(ps) != 2 || !standingIn(ps[0]) || !standingIn(ps[1]) {
 		t.Fatal("after max_tokens the session must be replaced and the new one briefed")

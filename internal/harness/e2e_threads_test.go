@@ -65,14 +65,14 @@ func TestTopLevelMentionsOpenOneSessionPerThread(t *testing.T) {
 	}
 
 	// A follow-up in the first thread reaches the first thread's session, which remembers.
-	f := s.mention(s.ownerSK, "codeword?", replyTo(m1.ID))
-	rf := s.waitReply(f.ID)
+	s.mention(s.ownerSK, "recall", replyTo(m1.ID))
+	rf := s.waitNewReply(m1.ID, r1)
 	if sessionOf(t, rf) != s1 || !strings.Contains(rf.Content, "ALPHA") {
 		t.Fatalf("follow-up answered %q; want ALPHA from %s", rf.Content, s1)
 	}
 	// A nested reply (root m2, parent the agent's reply) keys on the root.
-	n := s.mention(s.ownerSK, "codeword?", nostr.Tag{"e", m2.ID, "", "root"}, replyTo(r2.ID))
-	if rn := s.waitReply(n.ID); sessionOf(t, rn) != s2 || !strings.Contains(rn.Content, "BRAVO") {
+	s.mention(s.ownerSK, "recall", nostr.Tag{"e", m2.ID, "", "root"}, replyTo(r2.ID))
+	if rn := s.waitNewReply(m2.ID, r2); sessionOf(t, rn) != s2 || !strings.Contains(rn.Content, "BRAVO") {
 		t.Fatalf("nested reply answered %q; want BRAVO from %s", rn.Content, s2)
 	}
 	if len(s.methods("session/new")) != 2 {
@@ -101,12 +101,12 @@ func TestRestartResumesEachThreadSessionSeparately(t *testing.T) {
 	s.kill()
 
 	s.start(nil, threadReply)
-	f2 := s.mention(s.ownerSK, "codeword?", replyTo(m2.ID))
-	if r := s.waitReply(f2.ID); sessionOf(t, r) != s2 || !strings.Contains(r.Content, "BRAVO") {
+	s.mention(s.ownerSK, "recall", replyTo(m2.ID))
+	if r := s.waitNewReply(m2.ID, r2); sessionOf(t, r) != s2 || !strings.Contains(r.Content, "BRAVO") {
 		t.Fatalf("thread 2 after restart: %q, want BRAVO from %s", r.Content, s2)
 	}
-	f1 := s.mention(s.ownerSK, "codeword?", replyTo(m1.ID))
-	if r := s.waitReply(f1.ID); sessionOf(t, r) != s1 || !strings.Contains(r.Content, "ALPHA") {
+	s.mention(s.ownerSK, "recall", replyTo(m1.ID))
+	if r := s.waitNewReply(m1.ID, r1); sessionOf(t, r) != s1 || !strings.Contains(r.Content, "ALPHA") {
 		t.Fatalf("thread 1 after restart: %q, want ALPHA from %s", r.Content, s1)
 	}
 	loads := s.methods("session/load")
@@ -127,8 +127,8 @@ func TestLRUBoundClosesOldestIdleSessionAndReplyLoadsIt(t *testing.T) {
 	if id := decodeSession(t, s.methods("session/close")[0]).SessionID; id != s1 {
 		t.Fatalf("session/close closed %s, want the least recently used %s", id, s1)
 	}
-	f := s.mention(s.ownerSK, "codeword?", replyTo(m1.ID))
-	if r := s.waitReply(f.ID); sessionOf(t, r) != s1 || !strings.Contains(r.Content, "ALPHA") {
+	s.mention(s.ownerSK, "recall", replyTo(m1.ID))
+	if r := s.waitNewReply(m1.ID, r1); sessionOf(t, r) != s1 || !strings.Contains(r.Content, "ALPHA") {
 		t.Fatalf("reply in the closed thread: %q, want ALPHA from %s", r.Content, s1)
 	}
 	loads := s.methods("session/load")
@@ -141,13 +141,14 @@ func TestIdleTTLClosesSession(t *testing.T) {
 	s := newStack(t)
 	s.start([]string{"--conversation-session-idle-ttl-secs", "1"}, threadReply, "TESTAGENT_CAPS=close")
 	m := s.mention(s.ownerSK, "codeword=CHARLIE")
-	sid := sessionOf(t, s.waitReply(m.ID))
+	first := s.waitReply(m.ID)
+	sid := sessionOf(t, first)
 	s.waitRecorded("session/close", 1)
 	if id := decodeSession(t, s.methods("session/close")[0]).SessionID; id != sid {
 		t.Fatalf("closed %s, want %s", id, sid)
 	}
-	f := s.mention(s.ownerSK, "codeword?", replyTo(m.ID))
-	if r := s.waitReply(f.ID); sessionOf(t, r) != sid || !strings.Contains(r.Content, "CHARLIE") {
+	s.mention(s.ownerSK, "recall", replyTo(m.ID))
+	if r := s.waitNewReply(m.ID, first); sessionOf(t, r) != sid || !strings.Contains(r.Content, "CHARLIE") {
 		t.Fatalf("reply after the idle close: %q, want CHARLIE from %s", r.Content, sid)
 	}
 }
