@@ -34,7 +34,7 @@ func conversationIDs(t *testing.T, s *stack) []string {
 	return out
 }
 
-const threadReply = "TESTAGENT_REPLY=answer {codeword} in {session}"
+const threadReply = "TESTAGENT_REPLY=answer {codeword} #{count} in {session}" // #{count}: no two replies are the same event
 
 // twoThreads posts two top-level mentions a second apart and waits for both replies.
 func twoThreads(t *testing.T, s *stack) (m1, m2, r1, r2 nostr.Event) {
@@ -98,6 +98,9 @@ func TestRestartResumesEachThreadSessionSeparately(t *testing.T) {
 	s.start(nil, threadReply)
 	m1, m2, r1, r2 := twoThreads(t, s)
 	s1, s2 := sessionOf(t, r1), sessionOf(t, r2)
+	// The test agent saves a session after posting its reply: wait for both turns to end.
+	s.waitLog("session="+s1, 10*time.Second)
+	s.waitLog("session="+s2, 10*time.Second)
 	s.kill()
 
 	s.start(nil, threadReply)
