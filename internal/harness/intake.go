@@ -82,9 +82,11 @@ func (h *Harness) done(ids ...string) {
 // when we stopped counts as answered if the agent's reply to it landed (the outcome just was not
 // recorded); otherwise it is prompted again.
 func (h *Harness) replayJournal(ctx context.Context) {
+	// A batch is one conversation's events marked in flight together: sibling threads of a
+	// channel can be in flight in the same second, and one's reply must not close the other.
 	type batchKey struct {
-		ch string
-		at int64
+		scope scopeKey
+		at    int64
 	}
 	inflight := map[batchKey][]*nostr.Event{}
 	var order []batchKey
@@ -101,7 +103,7 @@ func (h *Harness) replayJournal(ctx context.Context) {
 			continue
 		}
 		if !e.InFlightAt.IsZero() {
-			k := batchKey{e.ChannelID, e.InFlightAt.Unix()}
+			k := batchKey{h.scopeOf(h.channels[e.ChannelID], ev), e.InFlightAt.Unix()}
 			if inflight[k] == nil {
 				order = append(order, k)
 			}
@@ -116,8 +118,8 @@ func (h *Harness) replayJournal(ctx context.Context) {
 	for i := len(order) - 1; i >= 0; i-- {
 		k := order[i]
 		evs := inflight[k]
-		if h.relay.answered(ctx, k.ch, evs, time.Unix(k.at, 0)) {
-			h.log.Info("journal: batch in flight at the restart was already answered", "channel", k.ch, "events", len(evs))
+		if h.relay.answered(ctx, k.scope.channelID(), evs, time.Unix(k.at, 0)) {
+			h.log.Info("journal: batch in flight at the restart was already answered", "channel", k.scope.channelID(), "scope", k.scope.String(), "events", len(evs))
 			for _, ev := range evs {
 				h.done(ev.ID)
 			}
@@ -125,7 +127,7 @@ func (h *Harness) replayJournal(ctx context.Context) {
 		}
 		for j := len(evs) - 1; j >= 0; j-- {
 			h.seen.Add(evs[j].ID)
-			h.queue.PushFront(h.scopeOf(h.channels[k.ch], evs[j]), evs[j], h.now())
+			h.queue.PushFront(k.scope, evs[j], h.now())
 			n++
 		}
 	}
