@@ -67,3 +67,24 @@ func TestHeartbeatHasNoConversation(t *testing.T) {
 		t.Fatal("the zero scope names a session")
 	}
 }
+
+func TestPromptContextIsTheScopesThread(t *testing.T) {
+	const (
+		ch   = "6f1c2a0e-0000-4000-8000-000000000001"
+		self = "1111111111111111111111111111111111111111111111111111111111111111"
+		root = "2222222222222222222222222222222222222222222222222222222222222222"
+	)
+	loneRoot := &nostr.Event{ID: self, Tags: nostr.Tags{{"e", root, "", "root"}}}
+	// Under the thread policy a lone root marker opened its own thread: nothing to show yet,
+	// and never the thread its marker names.
+	if got := contextRoot(scopeOf(PolicyThread, channel{ID: ch, Type: "stream"}, loneRoot), loneRoot); got != "" {
+		t.Errorf("lone root marker, thread policy: context of %q, want none", got)
+	}
+	reply := &nostr.Event{ID: self, Tags: nostr.Tags{{"e", root, "", "reply"}}}
+	if got := contextRoot(scopeOf(PolicyThread, channel{ID: ch, Type: "stream"}, reply), reply); got != root {
+		t.Errorf("reply: context of %q, want the root", got)
+	}
+	if got := contextRoot(channelScope(ch), reply); got != root {
+		t.Errorf("channel policy reply: context of %q, want the root", got)
+	}
+}
