@@ -49,7 +49,9 @@ type Config struct {
 	// SystemPrompt ([System]) and TeamInstructions ([Team Instructions]) join the standing context.
 	SystemPrompt     string
 	TeamInstructions string
-	Out              io.Writer
+	// SessionPolicy is the harness's --session-policy; "" = thread.
+	SessionPolicy harness.SessionPolicy
+	Out           io.Writer
 	// Ready, when set, is called once everything is up (tests use it instead of parsing Out).
 	Ready func(Info)
 }
@@ -196,6 +198,7 @@ func Run(ctx context.Context, cfg Config) error {
 		BasePrompt:          prompt.DefaultBasePrompt(),
 		SystemPrompt:        cfg.SystemPrompt,
 		TeamInstructions:    cfg.TeamInstructions,
+		SessionPolicy:       cfg.SessionPolicy,
 		Memory:              true,
 		StateDir:            filepath.Join(cfg.DataDir, "harness"),
 		Logger:              logger.With("part", "harness"),
