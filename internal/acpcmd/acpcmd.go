@@ -66,6 +66,8 @@ type options struct {
 	stateDir                                       string
 	noResumeSessions                               bool
 	noReactions, noTyping, noPresence              bool
+	sessionPolicy                                  string
+	maxCachedSessions, sessionIdleTTL              int
 	activityLog, activityAddr, logLevel            string
 	selfAgent                                      bool
 }
@@ -141,6 +143,9 @@ func Command() *cobra.Command {
 	f.Bool(&o.noReactions, "no-reactions", "BUZZ_ACP_NO_REACTIONS", "do not add 👀 to accepted events")
 	f.Bool(&o.noTyping, "no-typing", "BUZZ_ACP_NO_TYPING", "do not send typing indicators (kind 20002) while a turn runs")
 	f.Bool(&o.noPresence, "no-presence", "BUZZ_ACP_NO_PRESENCE", "do not send presence (kind 20001)")
+	f.String(&o.sessionPolicy, "session-policy", "BUZZ_ACP_SESSION_POLICY", "thread", "one agent session per thread, or per channel (thread|channel)")
+	f.Int(&o.maxCachedSessions, "max-cached-conversation-sessions", "BUZZ_ACP_MAX_CACHED_CONVERSATION_SESSIONS", 8, "live sessions per agent process; the least recently used idle one is closed")
+	f.Int(&o.sessionIdleTTL, "conversation-session-idle-ttl-secs", "BUZZ_ACP_CONVERSATION_SESSION_IDLE_TTL_SECS", 1800, "close a live session idle this many seconds")
 	f.String(&o.activityLog, "activity-log", "BUZZ_ACP_ACTIVITY_LOG", "", "write the activity feed to this file as JSON lines")
 	f.String(&o.activityAddr, "activity-addr", "BUZZ_ACP_ACTIVITY_ADDR", "", "serve the activity console on this loopback address (e.g. 127.0.0.1:3002)")
 	f.String(&o.logLevel, "log-level", "BUZZ_ACP_LOG_LEVEL", "info", "debug, info, warn or error")
@@ -162,31 +167,34 @@ func (o *options) config(stderr io.Writer) (harness.Config, func(), error) {
 		return harness.Config{}, noop, fmt.Errorf("--private-key / BUZZ_PRIVATE_KEY: %w", err)
 	}
 	cfg := harness.Config{
-		RelayURL:            o.relayURL,
-		SecretKey:           sk,
-		AgentCommand:        o.agentCommand,
-		AgentArgs:           cmdflag.List(o.agentArgs),
-		Agents:              o.agents,
-		InitTimeout:         secs(o.initTimeout, 1),
-		IdleTimeout:         secs(o.idleTimeout, 1),
-		MaxTurnDuration:     secs(o.maxTurnDuration, 60),
-		PermissionsDeny:     o.permissions == "deny",
-		MaxTurnsPerSession:  o.maxTurnsPerSession,
-		RespondTo:           harness.RespondTo(o.respondTo),
-		NoMentionFilter:     o.noMentionFilter,
-		ContextMessageLimit: o.contextLimit,
-		SessionTitle:        o.sessionTitle,
-		TeamInstructions:    o.teamInstructions,
-		InitialMessage:      o.initialMessage,
-		Memory:              !o.noMemory,
-		HeartbeatInterval:   time.Duration(o.heartbeatInterval) * time.Second,
-		NoResumeSessions:    o.noResumeSessions,
-		NoReactions:         o.noReactions,
-		NoTyping:            o.noTyping,
-		NoPresence:          o.noPresence,
-		Logger:              logger,
-		Version:             Version,
-		BuzzCLIDir:          harness.BuzzCLIDir(),
+		RelayURL:                      o.relayURL,
+		SecretKey:                     sk,
+		AgentCommand:                  o.agentCommand,
+		AgentArgs:                     cmdflag.List(o.agentArgs),
+		Agents:                        o.agents,
+		InitTimeout:                   secs(o.initTimeout, 1),
+		IdleTimeout:                   secs(o.idleTimeout, 1),
+		MaxTurnDuration:               secs(o.maxTurnDuration, 60),
+		PermissionsDeny:               o.permissions == "deny",
+		MaxTurnsPerSession:            o.maxTurnsPerSession,
+		RespondTo:                     harness.RespondTo(o.respondTo),
+		NoMentionFilter:               o.noMentionFilter,
+		ContextMessageLimit:           o.contextLimit,
+		SessionTitle:                  o.sessionTitle,
+		TeamInstructions:              o.teamInstructions,
+		InitialMessage:                o.initialMessage,
+		Memory:                        !o.noMemory,
+		HeartbeatInterval:             time.Duration(o.heartbeatInterval) * time.Second,
+		NoResumeSessions:              o.noResumeSessions,
+		NoReactions:                   o.noReactions,
+		NoTyping:                      o.noTyping,
+		NoPresence:                    o.noPresence,
+		SessionPolicy:                 harness.SessionPolicy(o.sessionPolicy),
+		MaxCachedConversationSessions: o.maxCachedSessions,
+		ConversationSessionIdleTTL:    time.Duration(o.sessionIdleTTL) * time.Second,
+		Logger:                        logger,
+		Version:                       Version,
+		BuzzCLIDir:                    harness.BuzzCLIDir(),
 	}
 	if o.permissions != "allow" && o.permissions != "deny" {
 		return cfg, noop, fmt.Errorf("--permissions must be allow or deny, got %q", o.permissions)

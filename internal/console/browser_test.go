@@ -13,6 +13,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/buzz-harness/buzz/internal/harness"
 	"github.com/buzz-harness/buzz/internal/stack"
 	"github.com/buzz-harness/buzz/internal/testbin"
 )
@@ -90,7 +91,9 @@ func upWithTestAgent(t *testing.T, p place, env ...string) (stack.Info, func()) 
 		BuzzCLIDir:       bin,
 		SystemPrompt:     "You are the team's release helper. Keep answers short.",
 		TeamInstructions: "Post status updates in #general. Never force-push.",
-		Ready:            func(i stack.Info) { ready <- i },
+		// The composer posts top-level messages; these tests follow one channel session's story.
+		SessionPolicy: harness.PolicyChannel,
+		Ready:         func(i stack.Info) { ready <- i },
 	}
 	go func() { done <- stack.Run(ctx, cfg) }()
 	var once sync.Once

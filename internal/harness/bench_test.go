@@ -206,7 +206,7 @@ func BenchmarkRestartResume50(b *testing.B) {
 			}
 			s.relay.Publish(b, s.ownerSK, ev)
 		}
-		s.start([]string{"--log-level", "info"}, "TESTAGENT_NO_CLI=1")
+		s.start([]string{"--log-level", "info", "--session-policy", "channel"}, "TESTAGENT_NO_CLI=1")
 		for i, ch := range ids {
 			post(ch, fmt.Sprintf("first %d", i))
 		}
@@ -218,7 +218,7 @@ func BenchmarkRestartResume50(b *testing.B) {
 		loadsBefore, newsBefore := len(s.methods("session/load")), len(s.methods("session/new"))
 		activity := filepath.Join(b.TempDir(), "activity.jsonl")
 		started := time.Now()
-		s.start([]string{"--activity-log", activity, "--log-level", "info"}, "TESTAGENT_NO_CLI=1")
+		s.start([]string{"--activity-log", activity, "--log-level", "info", "--session-policy", "channel"}, "TESTAGENT_NO_CLI=1")
 		s.waitRecordedFor(2*n, 2*time.Minute)
 		first := firstPromptAt(b, activity)
 		loads := len(s.methods("session/load")) - loadsBefore

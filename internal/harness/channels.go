@@ -84,12 +84,14 @@ func (h *Harness) leave(id, why string) {
 	for _, ev := range dropped {
 		h.done(ev.ID)
 	}
-	if err := h.store.Remove(id); err != nil {
+	if err := h.store.RemoveIf(func(key string) bool { return key == id || strings.HasPrefix(key, id+":") }); err != nil {
 		h.log.Warn("session store", "err", err)
 	}
-	h.pool.dropSessions(channelScope(id))
-	if stop := h.inflight[channelScope(id)]; stop != nil {
-		stop(errLeft)
+	h.pool.dropChannel(id)
+	for k, stop := range h.inflight {
+		if k.channelID() == id {
+			stop(errLeft)
+		}
 	}
 	h.log.Info("left channel", "channel", id, "why", why, "dropped_events", len(dropped))
 }

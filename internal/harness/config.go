@@ -60,6 +60,14 @@ type Config struct {
 	NoTyping    bool
 	NoPresence  bool
 
+	// SessionPolicy: a session per thread (default) or per channel.
+	SessionPolicy SessionPolicy
+	// MaxCachedConversationSessions bounds live sessions per agent process (default 8); the
+	// least recently used idle one is closed to make room.
+	MaxCachedConversationSessions int
+	// ConversationSessionIdleTTL closes a live session idle this long (default 30 min).
+	ConversationSessionIdleTTL time.Duration
+
 	Logger   *slog.Logger
 	Observer *observer.Bus
 	Version  string
@@ -116,6 +124,25 @@ func (c *Config) Validate() error {
 	}
 	if c.HeartbeatInterval != 0 && c.HeartbeatInterval < 10*time.Second {
 		return fmt.Errorf("--heartbeat-interval must be 0 or at least 10s, got %s", c.HeartbeatInterval)
+	}
+	switch c.SessionPolicy {
+	case "":
+		c.SessionPolicy = PolicyThread
+	case PolicyThread, PolicyChannel:
+	default:
+		return fmt.Errorf("--session-policy must be thread or channel, got %q", c.SessionPolicy)
+	}
+	if c.MaxCachedConversationSessions == 0 {
+		c.MaxCachedConversationSessions = 8
+	}
+	if c.MaxCachedConversationSessions < 1 || c.MaxCachedConversationSessions > 1024 {
+		return fmt.Errorf("--max-cached-conversation-sessions must be 1–1024, got %d", c.MaxCachedConversationSessions)
+	}
+	if c.ConversationSessionIdleTTL == 0 {
+		c.ConversationSessionIdleTTL = 1800 * time.Second
+	}
+	if c.ConversationSessionIdleTTL < time.Second {
+		return fmt.Errorf("--conversation-session-idle-ttl-secs must be at least 1, got %s", c.ConversationSessionIdleTTL)
 	}
 	if c.AgentCwd == "" || !filepath.IsAbs(c.AgentCwd) {
 		return fmt.Errorf("--agent-cwd must be an absolute path, got %q", c.AgentCwd)

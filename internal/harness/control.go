@@ -105,8 +105,10 @@ var (
 // ownerCommand carries out !cancel, !rotate, !shutdown and !status and answers each — no-ops
 // included — with an agent-signed kind 40099 row in the thread where it was typed.
 func (h *Harness) ownerCommand(ctx context.Context, cmd OwnerCommand, c *channel, ev *nostr.Event) {
-	h.log.Info("owner command", "command", cmd, "channel", c.ID)
-	stop := h.inflight[channelScope(c.ID)]
+	// The command acts on the conversation it is typed in: its thread, or the whole channel.
+	k := h.scopeOf(c, ev)
+	h.log.Info("owner command", "command", cmd, "channel", c.ID, "scope", k.String())
+	stop := h.inflight[k]
 	outcome := map[string]any{"actor": ev.PubKey, "target": h.agent}
 	switch cmd {
 	case CmdCancel:
@@ -118,7 +120,7 @@ func (h *Harness) ownerCommand(ctx context.Context, cmd OwnerCommand, c *channel
 		}
 	case CmdRotate:
 		outcome["type"] = "session_rotated"
-		if !h.rotate(c.ID, stop) {
+		if !h.rotate(k, stop) {
 			outcome["type"] = "rotate_noop"
 		}
 	case CmdShutdown:
@@ -138,18 +140,18 @@ func (h *Harness) ownerCommand(ctx context.Context, cmd OwnerCommand, c *channel
 	h.publishLater(ctx, row)
 }
 
-// rotate forgets a channel's session everywhere — the store, every agent, a running turn — so
-// the next turn opens a fresh one. It reports whether there was a session to forget.
-func (h *Harness) rotate(chID string, stop context.CancelCauseFunc) bool {
+// rotate forgets a conversation's session everywhere — the store, every agent, a running turn —
+// so its next turn opens a fresh one. It reports whether there was a session to forget.
+func (h *Harness) rotate(k scopeKey, stop context.CancelCauseFunc) bool {
 	had := stop != nil
-	if _, ok := h.store.Get(chID, h.cfg.storeScope()); ok {
+	if _, ok := h.store.Get(k.String(), h.cfg.storeScope()); ok {
 		had = true
 	}
-	if err := h.store.Remove(chID); err != nil {
+	if err := h.store.Remove(k.String()); err != nil {
 		h.log.Warn("session store", "err", err)
 	}
-	h.store.RequestFresh(chID)
-	if h.pool.dropSessions(channelScope(chID)) {
+	h.store.RequestFresh(k.String())
+	if h.pool.dropSessions(k) {
 		had = true
 	}
 	if stop != nil {
@@ -185,11 +187,12 @@ func (h *Harness) publishLater(ctx context.Context, ev *nostr.Event) {
 	})
 }
 
-// status summarises queued and in-flight work per channel.
+// status summarises queued and in-flight work per channel (over all its conversations).
 func (h *Harness) status() map[string]any {
 	chans := map[string]any{}
 	for id := range h.channels {
-		chans[id] = map[string]any{"queued": h.queue.Len(id), "in_flight": h.queue.InFlight(id)}
+		n := h.queue.InFlight(id)
+		chans[id] = map[string]any{"queued": h.queue.Len(id), "in_flight": n > 0, "conversations_in_flight": n}
 	}
 	return map[string]any{"channels": chans}
 }

@@ -24,7 +24,7 @@ func TestOwnerCancelStopsRunningTurnAndDropsBatch(t *testing.T) {
 	s.start(nil, "TESTAGENT_HANG_ON=1")
 	m := s.mention(s.ownerSK, "long job")
 	s.waitRecorded("session/prompt", 1)
-	cmd := s.mention(s.ownerSK, "!cancel")
+	cmd := s.mention(s.ownerSK, "!cancel", replyTo(m.ID)) // in the thread of the running turn
 	if out := s.waitOutcome(cmd.ID); out["type"] != "turn_cancelled" {
 		t.Fatalf("outcome %v", out)
 	}
@@ -45,13 +45,13 @@ func TestOwnerRotateForgetsSessionAndNextSessionIsFresh(t *testing.T) {
 	s := newStack(t)
 	s.start(nil)
 	first := s.mention(s.ownerSK, "one")
-	s.waitReply(first.ID)
-	cmd := s.mention(s.ownerSK, "@agent !rotate")
+	r1 := s.waitReply(first.ID)
+	cmd := s.mention(s.ownerSK, "@agent !rotate", replyTo(first.ID))
 	if out := s.waitOutcome(cmd.ID); out["type"] != "session_rotated" {
 		t.Fatalf("outcome %v", out)
 	}
-	second := s.mention(s.ownerSK, "two")
-	s.waitReply(second.ID)
+	s.mention(s.ownerSK, "two", replyTo(first.ID))
+	s.waitNewReply(first.ID, r1)
 	news := s.methods("session/new")
 	if len(news) != 2 {
 		t.Fatalf("%d session/new calls, want 2 (one before and one after !rotate)", len(news))

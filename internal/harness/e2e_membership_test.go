@@ -32,7 +32,8 @@ func TestAddedToChannelLiveSubscribesAndRemovedLeaves(t *testing.T) {
 func TestLeavingAndRejoiningAChannelBriefsTheNewSession(t *testing.T) {
 	s := newStack(t)
 	s.start(nil)
-	s.waitReply(s.mention(s.ownerSK, "before leaving").ID)
+	before := s.mention(s.ownerSK, "before leaving")
+	r1 := s.waitReply(before.ID)
 	s.relay.Publish(t, s.ownerSK, nostr.Event{Kind: protocol.KindRemoveUser, CreatedAt: nostr.Now(),
 		Tags: nostr.Tags{{"h", s.channel}, {"p", s.agentPK}}})
 	s.waitLog("left channel", 20*time.Second)
@@ -46,7 +47,8 @@ func TestLeavingAndRejoiningAChannelBriefsTheNewSession(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	s.waitReply(s.mention(s.ownerSK, "after rejoining").ID)
+	s.mention(s.ownerSK, "after rejoining", replyTo(before.ID)) // the same thread
+	s.waitNewReply(before.ID, r1)
 	ps := s.prompts()
 	if len(ps) != 2 || !standingIn(ps[0]) || !standingIn(ps[1]) {
 		t.Fatalf("the session after rejoining was not briefed (%d prompts)", len(ps))

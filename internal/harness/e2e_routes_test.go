@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nbd-wtf/go-nostr"
 )
 
 // standingIn reports whether a prompt text carries the standing [Base] section.
@@ -12,9 +14,11 @@ func standingIn(prompt string) bool { return strings.HasPrefix(prompt, "[Base]\n
 func TestUserMessageRouteBriefsOncePerSession(t *testing.T) {
 	s := newStack(t)
 	s.start([]string{"--system-prompt", "You are Helper."})
-	for _, text := range []string{"one", "two", "three"} {
-		m := s.mention(s.ownerSK, text)
-		s.waitReply(m.ID)
+	one := s.mention(s.ownerSK, "one")
+	replies := []nostr.Event{s.waitReply(one.ID)}
+	for _, text := range []string{"two", "three"} { // the same thread: the same session
+		s.mention(s.ownerSK, text, replyTo(one.ID))
+		replies = append(replies, s.waitNewReply(one.ID, replies...))
 	}
 	ps := s.prompts()
 	if len(ps) != 3 {
@@ -133,8 +137,10 @@ func TestGooseProbeSuccessDeliversViaCustomMethod(t *testing.T) {
 func TestGooseProbeMethodNotFoundFallsBackToUserMessage(t *testing.T) {
 	s := newStack(t)
 	s.start(nil, "TESTAGENT_NAME=goose")
-	s.waitReply(s.mention(s.ownerSK, "hi").ID)
-	s.waitReply(s.mention(s.ownerSK, "again").ID)
+	hi := s.mention(s.ownerSK, "hi")
+	r1 := s.waitReply(hi.ID)
+	s.mention(s.ownerSK, "again", replyTo(hi.ID))
+	s.waitNewReply(hi.ID, r1)
 	ps := s.prompts()
 	if !standingIn(ps[0]) || standingIn(ps[1]) {
 		t.Fatal("after -32601 goose must be briefed once in the first user message")
@@ -157,8 +163,10 @@ func TestGooseProbeOtherErrorFailsSessionCreationClearly(t *testing.T) {
 func TestUserMessageRouteBriefsAgainAfterMaxTokens(t *testing.T) {
 	s := newStack(t)
 	s.start(nil, "TESTAGENT_STOP_REASON=max_tokens")
-	s.waitReply(s.mention(s.ownerSK, "one").ID)
-	s.waitReply(s.mention(s.ownerSK, "two").ID)
+	one := s.mention(s.ownerSK, "one")
+	r1 := s.waitReply(one.ID)
+	s.mention(s.ownerSK, "two", replyTo(one.ID))
+	s.waitNewReply(one.ID, r1)
 	ps := s.prompts()
 	if len(ps) != 2 || !standingIn(ps[0]) || !standingIn(ps[1]) {
 		t.Fatal("after max_tokens the session must be replaced and the new one briefed")

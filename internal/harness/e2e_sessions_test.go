@@ -33,13 +33,13 @@ func TestSessionSurvivesHarnessSIGKILLViaSessionLoad(t *testing.T) {
 	s := newStack(t)
 	s.start(nil) // the test agent advertises loadSession and persists its sessions
 	first := s.mention(s.ownerSK, "codeword=PAPAYA")
-	s.waitReply(first.ID)
+	r1 := s.waitReply(first.ID)
 	s.waitLog("turn done", 20*time.Second) // the test agent saves its history after posting the reply
 	s.kill()
 
 	s.start(nil, "TESTAGENT_REPLY=answer {codeword}")
-	second := s.mention(s.ownerSK, "codeword?")
-	reply := s.waitReply(second.ID)
+	s.mention(s.ownerSK, "codeword?", replyTo(first.ID))
+	reply := s.waitNewReply(first.ID, r1)
 	if !strings.Contains(reply.Content, "PAPAYA") {
 		t.Fatalf("reply %q does not remember the codeword: the session was not resumed", reply.Content)
 	}
@@ -62,12 +62,12 @@ func TestSessionResumePreferredWhenAdvertised(t *testing.T) {
 	s := newStack(t)
 	s.start(nil, "TESTAGENT_CAPS=resume")
 	first := s.mention(s.ownerSK, "codeword=KIWI")
-	s.waitReply(first.ID)
+	r1 := s.waitReply(first.ID)
 	s.waitLog("turn done", 20*time.Second) // the test agent saves its history after posting the reply
 	s.kill()
 	s.start(nil, "TESTAGENT_CAPS=resume", "TESTAGENT_REPLY=answer {codeword}")
-	second := s.mention(s.ownerSK, "codeword?")
-	if reply := s.waitReply(second.ID); !strings.Contains(reply.Content, "KIWI") {
+	s.mention(s.ownerSK, "codeword?", replyTo(first.ID))
+	if reply := s.waitNewReply(first.ID, r1); !strings.Contains(reply.Content, "KIWI") {
 		t.Fatalf("reply %q", reply.Content)
 	}
 	if len(s.methods("session/resume")) != 1 || len(s.methods("session/load")) != 0 {
@@ -79,13 +79,13 @@ func TestRefusedResumeForgetsRecordAndFallsBackInSameTurn(t *testing.T) {
 	s := newStack(t)
 	s.start(nil)
 	first := s.mention(s.ownerSK, "hello")
-	s.waitReply(first.ID)
+	r1 := s.waitReply(first.ID)
 	s.kill()
 	// A fresh agent state dir: the agent no longer knows the session and answers -32002.
 	s.agentDir = t.TempDir()
 	s.start(nil)
-	second := s.mention(s.ownerSK, "again")
-	s.waitReply(second.ID)
+	s.mention(s.ownerSK, "again", replyTo(first.ID))
+	s.waitNewReply(first.ID, r1)
 	if len(s.methods("session/load")) != 1 || len(s.methods("session/new")) != 2 {
 		t.Fatalf("load ×%d new ×%d; want 1 and 2", len(s.methods("session/load")), len(s.methods("session/new")))
 	}
@@ -98,11 +98,11 @@ func TestNoResumeSessionsOptsOut(t *testing.T) {
 	s := newStack(t)
 	s.start([]string{"--no-resume-sessions"})
 	first := s.mention(s.ownerSK, "hello")
-	s.waitReply(first.ID)
+	r1 := s.waitReply(first.ID)
 	s.kill()
 	s.start([]string{"--no-resume-sessions"})
-	second := s.mention(s.ownerSK, "again")
-	s.waitReply(second.ID)
+	s.mention(s.ownerSK, "again", replyTo(first.ID))
+	s.waitNewReply(first.ID, r1)
 	if len(s.methods("session/load")) != 0 || len(s.methods("session/new")) != 2 {
 		t.Fatalf("load ×%d new ×%d", len(s.methods("session/load")), len(s.methods("session/new")))
 	}
@@ -140,11 +140,13 @@ func TestSessionNewCarriesChannelIdentityAndTitleInOneMeta(t *testing.T) {
 func TestAgentDyingDuringLoadIsRespawnedAndLoadRetriedOnce(t *testing.T) {
 	s := newStack(t)
 	s.start(nil)
-	s.waitReply(s.mention(s.ownerSK, "codeword=MANGO").ID)
+	first := s.mention(s.ownerSK, "codeword=MANGO")
+	r1 := s.waitReply(first.ID)
 	s.waitLog("turn done", 20*time.Second) // the test agent saves its history after posting the reply
 	s.kill()
 	s.start(nil, "TESTAGENT_CRASH_ON_LOAD=1", "TESTAGENT_REPLY=answer {codeword}")
-	reply := s.waitReply(s.mention(s.ownerSK, "codeword?").ID)
+	s.mention(s.ownerSK, "codeword?", replyTo(first.ID))
+	reply := s.waitNewReply(first.ID, r1)
 	if !strings.Contains(reply.Content, "MANGO") {
 		t.Fatalf("reply %q: the session was not resumed after the retry", reply.Content)
 	}

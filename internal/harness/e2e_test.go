@@ -153,6 +153,28 @@ func (s *stack) waitReply(id string) nostr.Event {
 	return s.waitEvent(30*time.Second, nostr.Filter{Kinds: []int{9}, Authors: []string{s.agentPK}, Tags: nostr.TagMap{"e": {id}}})
 }
 
+// waitNewReply waits for an agent reply in root's thread that is none of known. The agent answers
+// a reply in a thread by replying to the thread's root, so waitReply(followUp.ID) cannot see it.
+func (s *stack) waitNewReply(root string, known ...nostr.Event) nostr.Event {
+	s.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		for _, ev := range s.relay.Query(s.t, s.ownerSK, nostr.Filter{Kinds: []int{9}, Authors: []string{s.agentPK}, Tags: nostr.TagMap{"e": {root}}}) {
+			old := false
+			for _, k := range known {
+				old = old || k.ID == ev.ID
+			}
+			if !old {
+				return ev
+			}
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("timed out waiting for a new reply in thread %s; buzz-acp output:\n%s", root, s.logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // waitOutcome waits for the agent's 40099 row answering the owner command event id.
 func (s *stack) waitOutcome(id string) map[string]any {
 	s.t.Helper()

@@ -17,7 +17,7 @@ func (h *Harness) emit(in turnInput, p observer.Payload) {
 	if in.session != nil {
 		sid = in.session.ID
 	}
-	h.bus.Publish(observer.Scope{ChannelID: in.channel.ID, SessionID: sid, TurnID: in.turnID}, p)
+	h.bus.Publish(observer.Scope{ChannelID: in.channel.ID, ThreadID: in.scope.Root, SessionID: sid, TurnID: in.turnID}, p)
 }
 
 // emitSession publishes a session's event (opened, resumed, failed, its system prompt).
@@ -26,7 +26,7 @@ func (h *Harness) emitSession(in turnInput, sess *chanSession, p observer.Payloa
 	if sess != nil {
 		sid = sess.ID
 	}
-	h.bus.Publish(observer.Scope{ChannelID: in.channel.ID, SessionID: sid, TurnID: in.turnID}, p)
+	h.bus.Publish(observer.Scope{ChannelID: in.channel.ID, ThreadID: in.scope.Root, SessionID: sid, TurnID: in.turnID}, p)
 }
 
 // emitSystemPrompt publishes the standing context a session was given, split into its sections,

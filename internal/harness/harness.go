@@ -1,5 +1,6 @@
 // Package harness is buzz-acp's core: it listens for mentions on a Buzz relay, queues them per
-// conversation (today: per channel), and drives ACP agents with one session per conversation.
+// conversation (a thread, or a whole channel: --session-policy), and drives ACP agents with one
+// session per conversation.
 //
 // One goroutine (Run's loop) owns all mutable state: the queue, the channel table, the agent
 // pool. Everything slow runs on goroutines the loop starts and Run joins before it returns:
@@ -15,6 +16,7 @@
 //	queue.go     the per-conversation FIFO, with retry backoff
 //	turn.go      a turn: dispatch, run, decide its outcome, act on it
 //	session.go   opening a session (resume, load or new) and the one builder of its parameters
+//	scope.go     which conversation an event belongs to (scopeKey, --session-policy)
 //	route.go     how standing context reaches each agent
 //	pool.go      agent processes: spawn, respawn, circuit breaker
 //	heartbeat.go scheduled prompts

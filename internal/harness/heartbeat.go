@@ -15,7 +15,7 @@ func (h *Harness) heartbeat(ctx context.Context) {
 	if h.heartbeatBusy || h.queue.Pending() {
 		return
 	}
-	s := h.pool.claim("")
+	s := h.pool.claim(scopeKey{})
 	if s == nil {
 		return
 	}

@@ -46,16 +46,21 @@ func (h *Harness) handleEvent(ctx context.Context, ev *nostr.Event) {
 		h.log.Error("cannot journal event; not accepting it", "event", ev.ID, "channel", chID, "err", err)
 		return
 	}
-	h.enqueue(chID, ev)
+	h.enqueue(h.scopeOf(c, ev), ev)
 	h.ack.queued(chID, ev)
 }
 
-func (h *Harness) enqueue(chID string, ev *nostr.Event) {
-	if dropped := h.queue.Push(chID, ev, h.now()); dropped != nil {
-		h.log.Warn("queue full; dropped oldest event", "channel", chID, "event", dropped.ID)
+// scopeOf is the conversation an event of channel c belongs to under the configured policy.
+func (h *Harness) scopeOf(c *channel, ev *nostr.Event) scopeKey {
+	return scopeOf(h.cfg.SessionPolicy, *c, ev)
+}
+
+func (h *Harness) enqueue(k scopeKey, ev *nostr.Event) {
+	if dropped := h.queue.Push(k, ev, h.now()); dropped != nil {
+		h.log.Warn("queue full; dropped oldest event", "channel", k.channelID(), "scope", k.String(), "event", dropped.ID)
 		h.done(dropped.ID)
 	}
-	h.log.Info("queued", "channel", chID, "event", ev.ID, "author", ev.PubKey)
+	h.log.Info("queued", "channel", k.channelID(), "scope", k.String(), "event", ev.ID, "author", ev.PubKey)
 	h.poke()
 }
 
@@ -79,9 +84,11 @@ func (h *Harness) done(ids ...string) {
 // when we stopped counts as answered if the agent's reply to it landed (the outcome just was not
 // recorded); otherwise it is prompted again.
 func (h *Harness) replayJournal(ctx context.Context) {
+	// A batch is one conversation's events marked in flight together: sibling threads of a
+	// channel can be in flight in the same second, and one's reply must not close the other.
 	type batchKey struct {
-		ch string
-		at int64
+		scope scopeKey
+		at    int64
 	}
 	inflight := map[batchKey][]*nostr.Event{}
 	var order []batchKey
@@ -98,7 +105,7 @@ func (h *Harness) replayJournal(ctx context.Context) {
 			continue
 		}
 		if !e.InFlightAt.IsZero() {
-			k := batchKey{e.ChannelID, e.InFlightAt.Unix()}
+			k := batchKey{h.scopeOf(h.channels[e.ChannelID], ev), e.InFlightAt.Unix()}
 			if inflight[k] == nil {
 				order = append(order, k)
 			}
@@ -106,16 +113,16 @@ func (h *Harness) replayJournal(ctx context.Context) {
 			continue
 		}
 		h.seen.Add(ev.ID)
-		h.enqueue(e.ChannelID, ev)
-		h.ack.replayed(e.ChannelID, ev)
+		h.enqueue(h.scopeOf(h.channels[e.ChannelID], ev), ev)
+	h.ack.replayed(e.ChannelID, ev)
 		n++
 	}
 	// In-flight batches go first: they were accepted before anything still waiting.
 	for i := len(order) - 1; i >= 0; i-- {
 		k := order[i]
 		evs := inflight[k]
-		if h.relay.answered(ctx, k.ch, evs, time.Unix(k.at, 0)) {
-			h.log.Info("journal: batch in flight at the restart was already answered", "channel", k.ch, "events", len(evs))
+		if h.relay.answered(ctx, k.scope.channelID(), evs, time.Unix(k.at, 0)) {
+			h.log.Info("journal: batch in flight at the restart was already answered", "channel", k.scope.channelID(), "scope", k.scope.String(), "events", len(evs))
 			for _, ev := range evs {
 				h.done(ev.ID)
 			}
@@ -123,8 +130,8 @@ func (h *Harness) replayJournal(ctx context.Context) {
 		}
 		for j := len(evs) - 1; j >= 0; j-- {
 			h.seen.Add(evs[j].ID)
-			h.queue.PushFront(k.ch, evs[j], h.now())
-			h.ack.replayed(k.ch, evs[j])
+			h.queue.PushFront(k.scope, evs[j], h.now())
+			h.ack.replayed(k.scope.channelID(), evs[j])
 			n++
 		}
 	}

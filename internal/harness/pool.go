@@ -176,6 +176,7 @@ func (p *pool) adopt(ctx context.Context, s *slot, proc *acp.Process, init *acp.
 		SpecSystemPrompt: init.HasSessionCapability("systemPrompt"),
 		LoadSession:      init.LoadSession,
 		Resume:           init.HasSessionCapability("resume"),
+		Close:            init.HasSessionCapability("close"),
 	}
 	gen := s.gen
 	p.tasks.Go(func() {
@@ -221,10 +222,17 @@ func (p *pool) respawnDelay(attempt int) time.Duration {
 	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
 }
 
-// maintain respawns slots whose backoff has passed.
+// maintain respawns slots whose backoff has passed and closes sessions idle past the TTL.
 func (p *pool) maintain(ctx context.Context) {
 	now := p.now()
 	for _, s := range p.slots {
+		if !s.busy {
+			for k, sess := range s.sessions {
+				if now.Sub(sess.lastUsed) >= p.cfg.ConversationSessionIdleTTL {
+					p.closeSession(ctx, s, k, "idle")
+				}
+			}
+		}
 		if !s.ready && !s.starting && !s.busy && !s.retryAt.IsZero() && !now.Before(s.retryAt) {
 			s.retryAt = time.Time{}
 			p.startSpawn(ctx, s)
@@ -249,7 +257,7 @@ func (p *pool) claim(k scopeKey) *slot {
 	return first
 }
 
-func (p *pool) idle() bool { return p.claim("") != nil }
+func (p *pool) idle() bool { return p.claim(scopeKey{}) != nil }
 
 // heldElsewhere reports whether a slot other than s holds a live session for k.
 func (p *pool) heldElsewhere(k scopeKey, s *slot) bool {
@@ -271,6 +279,53 @@ func (p *pool) dropSessions(k scopeKey) bool {
 		}
 	}
 	return had
+}
+
+// dropChannel forgets every slot's sessions of a channel's conversations (the agent left it).
+func (p *pool) dropChannel(channelID string) {
+	for _, s := range p.slots {
+		for k := range s.sessions {
+			if k.channelID() == channelID {
+				s.invalidate(k, s.busy)
+			}
+		}
+	}
+}
+
+// makeRoom closes an idle slot's least recently used sessions until a new one fits under
+// --max-cached-conversation-sessions. Call it before a turn opens a session on s.
+func (p *pool) makeRoom(ctx context.Context, s *slot) {
+	for len(s.sessions) >= p.cfg.MaxCachedConversationSessions {
+		var oldest scopeKey
+		var at time.Time
+		first := true
+		for k, sess := range s.sessions {
+			if first || sess.lastUsed.Before(at) || sess.lastUsed.Equal(at) && k.String() < oldest.String() {
+				oldest, at, first = k, sess.lastUsed, false
+			}
+		}
+		p.closeSession(ctx, s, oldest, "lru")
+	}
+}
+
+// closeSession retires a live session of an idle slot: it leaves the slot (ACP session/close
+// off the loop when the agent advertises it; otherwise it is just dropped) but stays in the
+// session store, so the conversation's next turn loads it again.
+func (p *pool) closeSession(ctx context.Context, s *slot, k scopeKey, why string) {
+	sess := s.sessions[k]
+	delete(s.sessions, k)
+	p.log.Info("session closed", "slot", s.idx, "scope", k.String(), "session", sess.ID, "why", why, "rpc", s.ident.Close)
+	if !s.ident.Close || s.proc == nil {
+		return
+	}
+	proc := s.proc
+	p.tasks.Go(func() {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if err := proc.Call(cctx, "session/close", map[string]any{"sessionId": sess.ID}, nil); err != nil {
+			p.log.Warn("session/close failed", "session", sess.ID, "err", err)
+		}
+	})
 }
 
 // killAll stops every agent process (the run is ending).

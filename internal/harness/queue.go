@@ -24,9 +24,9 @@ type queued struct {
 	ReceivedAt time.Time
 }
 
-// Batch is what one turn prompts with: events of one channel, sorted by created_at.
+// Batch is what one turn prompts with: events of one conversation, sorted by created_at.
 type Batch struct {
-	ChannelID  string
+	Scope      scopeKey
 	Items      []queued
 	Attempt    int // failed attempts so far
 	QuotaWaits int // quota resets waited out so far (bounded separately: maxQuotaWaits)
@@ -61,19 +61,20 @@ type channelQueue struct {
 	notBefore  time.Time
 }
 
-// Queue is the per-channel FIFO: at most one batch in flight per channel; the channel whose oldest
-// event arrived first goes next. It is not safe for concurrent use: the harness loop owns it.
+// Queue is the per-conversation FIFO: at most one batch in flight per conversation (a thread, or
+// a whole channel); the conversation whose oldest event arrived first goes next. It is not safe
+// for concurrent use: the harness loop owns it.
 type Queue struct {
-	chans  map[string]*channelQueue
+	chans  map[scopeKey]*channelQueue
 	jitter func() float64 // in [0.8, 1.2]; injectable for tests
 }
 
 // NewQueue returns an empty queue.
 func NewQueue() *Queue {
-	return &Queue{chans: map[string]*channelQueue{}, jitter: func() float64 { return 0.8 + 0.4*rand.Float64() }}
+	return &Queue{chans: map[scopeKey]*channelQueue{}, jitter: func() float64 { return 0.8 + 0.4*rand.Float64() }}
 }
 
-func (q *Queue) ch(id string) *channelQueue {
+func (q *Queue) ch(id scopeKey) *channelQueue {
 	c := q.chans[id]
 	if c == nil {
 		c = &channelQueue{}
@@ -83,7 +84,7 @@ func (q *Queue) ch(id string) *channelQueue {
 }
 
 // Push appends an accepted event. It reports the event dropped to respect the cap, if any.
-func (q *Queue) Push(channelID string, ev *nostr.Event, now time.Time) (dropped *nostr.Event) {
+func (q *Queue) Push(channelID scopeKey, ev *nostr.Event, now time.Time) (dropped *nostr.Event) {
 	c := q.ch(channelID)
 	c.items = append(c.items, queued{Event: ev, ReceivedAt: now})
 	if len(c.items) > maxQueued {
@@ -94,7 +95,7 @@ func (q *Queue) Push(channelID string, ev *nostr.Event, now time.Time) (dropped 
 }
 
 // PushFront puts an event at the head of its channel (journal replay of an interrupted batch).
-func (q *Queue) PushFront(channelID string, ev *nostr.Event, now time.Time) {
+func (q *Queue) PushFront(channelID scopeKey, ev *nostr.Event, now time.Time) {
 	c := q.ch(channelID)
 	c.items = append([]queued{{Event: ev, ReceivedAt: now}}, c.items...)
 }
@@ -102,17 +103,18 @@ func (q *Queue) PushFront(channelID string, ev *nostr.Event, now time.Time) {
 // Next picks the ready channel with the oldest head event, drains up to maxBatch events sorted
 // by created_at, and marks the channel in flight. ok is false when nothing is ready.
 func (q *Queue) Next(now time.Time) (b *Batch, ok bool) {
-	var best string
+	var best scopeKey
 	var bestAt time.Time
+	found := false
 	for id, c := range q.chans {
 		if c.inFlight || len(c.items) == 0 || now.Before(c.notBefore) {
 			continue
 		}
-		if best == "" || c.items[0].ReceivedAt.Before(bestAt) || (c.items[0].ReceivedAt.Equal(bestAt) && id < best) {
-			best, bestAt = id, c.items[0].ReceivedAt
+		if !found || c.items[0].ReceivedAt.Before(bestAt) || (c.items[0].ReceivedAt.Equal(bestAt) && id.String() < best.String()) {
+			best, bestAt, found = id, c.items[0].ReceivedAt, true
 		}
 	}
-	if best == "" {
+	if !found {
 		return nil, false
 	}
 	c := q.chans[best]
@@ -122,21 +124,30 @@ func (q *Queue) Next(now time.Time) (b *Batch, ok bool) {
 	// Relays replay newest-first; the prompt's last event must be the newest.
 	slices.SortStableFunc(items, func(a, b queued) int { return int(a.Event.CreatedAt) - int(b.Event.CreatedAt) })
 	c.inFlight = true
-	return &Batch{ChannelID: best, Items: items, Attempt: c.attempts, QuotaWaits: c.quotaWaits}, true
+	return &Batch{Scope: best, Items: items, Attempt: c.attempts, QuotaWaits: c.quotaWaits}, true
 }
 
 // Complete ends a successful turn: the channel may run again and its failure count resets.
-func (q *Queue) Complete(channelID string) {
+func (q *Queue) Complete(channelID scopeKey) {
 	c := q.ch(channelID)
 	c.inFlight = false
 	c.attempts, c.quotaWaits = 0, 0
 	c.notBefore = time.Time{}
+	q.prune(channelID, c)
+}
+
+// prune forgets an idle, empty conversation: threads come and go, the queue must not grow with
+// every thread ever seen.
+func (q *Queue) prune(k scopeKey, c *channelQueue) {
+	if !c.inFlight && len(c.items) == 0 && c.attempts == 0 && c.quotaWaits == 0 {
+		delete(q.chans, k)
+	}
 }
 
 // Requeue puts a failed batch back at the front with backoff. After maxAttempts failures it
 // returns deadLetter = true and the batch is not requeued: the caller sends a failure notice.
 func (q *Queue) Requeue(b *Batch, now time.Time) (deadLetter bool) {
-	c := q.ch(b.ChannelID)
+	c := q.ch(b.Scope)
 	c.inFlight = false
 	c.attempts++
 	if c.attempts >= maxAttempts {
@@ -159,7 +170,7 @@ func (q *Queue) Requeue(b *Batch, now time.Time) (deadLetter bool) {
 // RequeueAt puts a failed batch back to wait until at — a provider named when its quota
 // resets — without counting the failure: waiting out a quota is not the batch's fault.
 func (q *Queue) RequeueAt(b *Batch, at time.Time) {
-	c := q.ch(b.ChannelID)
+	c := q.ch(b.Scope)
 	c.inFlight = false
 	c.quotaWaits++
 	c.notBefore = at
@@ -169,49 +180,60 @@ func (q *Queue) RequeueAt(b *Batch, at time.Time) {
 // Return puts a batch back at the front without counting a failure (no agent was free, or the
 // agent died for reasons unrelated to this batch).
 func (q *Queue) Return(b *Batch) {
-	c := q.ch(b.ChannelID)
+	c := q.ch(b.Scope)
 	c.inFlight = false
 	c.items = append(slices.Clone(b.Items), c.items...)
 }
 
 // Drop ends an in-flight batch without requeueing it (owner cancel or rotate).
-func (q *Queue) Drop(channelID string) {
+func (q *Queue) Drop(channelID scopeKey) {
 	c := q.ch(channelID)
 	c.inFlight = false
+	q.prune(channelID, c)
 }
 
-// Drain removes a channel's queued events (the agent left it) and returns them.
+// Drain removes every queued event of a channel, in all its conversations (the agent left it),
+// and returns them.
 func (q *Queue) Drain(channelID string) []*nostr.Event {
-	c := q.chans[channelID]
-	if c == nil {
-		return nil
-	}
-	out := make([]*nostr.Event, len(c.items))
-	for i, it := range c.items {
-		out[i] = it.Event
-	}
-	c.items = nil
-	if !c.inFlight {
-		delete(q.chans, channelID)
+	var out []*nostr.Event
+	for k, c := range q.chans {
+		if k.Channel != channelID {
+			continue
+		}
+		for _, it := range c.items {
+			out = append(out, it.Event)
+		}
+		c.items = nil
+		if !c.inFlight {
+			delete(q.chans, k)
+		}
 	}
 	return out
 }
 
-// InFlight reports whether channelID has a turn running.
-func (q *Queue) InFlight(channelID string) bool {
-	c := q.chans[channelID]
-	return c != nil && c.inFlight
-}
-
-// Len reports queued (not in-flight) events of a channel.
-func (q *Queue) Len(channelID string) int {
-	if c := q.chans[channelID]; c != nil {
-		return len(c.items)
+// InFlight reports how many of a channel's conversations have a turn running.
+func (q *Queue) InFlight(channelID string) int {
+	n := 0
+	for k, c := range q.chans {
+		if k.Channel == channelID && c.inFlight {
+			n++
+		}
 	}
-	return 0
+	return n
 }
 
-// Pending reports whether any channel has queued events.
+// Len reports queued (not in-flight) events of a channel, over all its conversations.
+func (q *Queue) Len(channelID string) int {
+	n := 0
+	for k, c := range q.chans {
+		if k.Channel == channelID {
+			n += len(c.items)
+		}
+	}
+	return n
+}
+
+// Pending reports whether any conversation has queued events.
 func (q *Queue) Pending() bool {
 	for _, c := range q.chans {
 		if len(c.items) > 0 {

@@ -93,19 +93,32 @@ func (rc *relayClient) renderTurn(ctx context.Context, in turnInput, sess *chanS
 		}
 	}
 	sess.opening = nil // only the first prompt of a session can use it
-	pin.Context = rc.fetchContext(ctx, in.channel, last)
+	pin.Context = rc.fetchContext(ctx, in.channel, contextRoot(in.scope, &last))
 	pin.Profiles = rc.profileLabels(ctx, evs, pin.Context)
 	return prompt.Build(pin)
 }
 
-// fetchContext returns the thread window of the last event's thread, or the DM conversation;
-// nil for top-level channel messages or when the fetch fails (the prompt still goes out).
-func (rc *relayClient) fetchContext(ctx context.Context, ch channel, last nostr.Event) *prompt.ThreadWindow {
+// contextRoot is the thread whose messages a prompt shows: the conversation's own thread under
+// the thread policy (none while its root is the newest event: nothing has been said in it yet),
+// else the newest event's NIP-10 root.
+func contextRoot(k scopeKey, last *nostr.Event) string {
+	if k.Root != "" {
+		if k.Root == last.ID {
+			return ""
+		}
+		return k.Root
+	}
+	return protocol.ParseThread(last.Tags).Root
+}
+
+// fetchContext returns the thread window of root's thread, or the DM conversation; nil for
+// top-level channel messages or when the fetch fails (the prompt still goes out).
+func (rc *relayClient) fetchContext(ctx context.Context, ch channel, root string) *prompt.ThreadWindow {
 	limit := rc.cfg.ContextMessageLimit
 	if limit <= 0 {
 		return nil
 	}
-	ref := protocol.ParseThread(last.Tags)
+	ref := protocol.ThreadRef{Root: root}
 	switch {
 	case ref.Root != "":
 		replies := nostr.Filter{Kinds: protocol.MessageKinds, Tags: nostr.TagMap{"e": {ref.Root}, "h": {ch.ID}}, Limit: limit + 1}

@@ -39,6 +39,7 @@ type AgentIdentity struct {
 	GooseProbe       ProbeState // what goose's system-prompt method did on this process
 	LoadSession      bool
 	Resume           bool
+	Close            bool // sessionCapabilities.close: idle sessions are closed with session/close
 }
 
 // ProbeState is what goose's system-prompt probe found on an agent process.

@@ -16,15 +16,6 @@ import (
 
 const gooseSystemPromptMethod = "_goose/unstable/session/system-prompt/set"
 
-// scopeKey names a conversation: the key of its queue, in-flight turn and agent sessions. Today
-// every channel is one conversation, so it is the channel id.
-type scopeKey string
-
-func channelScope(channelID string) scopeKey { return scopeKey(channelID) }
-
-// channelID is the channel the conversation happens in.
-func (k scopeKey) channelID() string { return string(k) }
-
 // chanSession is one ACP session for a channel, with what has been delivered to it.
 type chanSession struct {
 	ID           string
@@ -33,6 +24,7 @@ type chanSession struct {
 	Delivered    map[string]bool
 	Turns        int
 	Resumed      bool
+	lastUsed     time.Time // when its last turn ended: the LRU and idle-TTL bounds read it
 	// opening is the standing context fetched when the session was opened, kept for its first
 	// briefing on the user-message route so the relay is not asked twice.
 	opening *prompt.Standing
@@ -67,6 +59,7 @@ type sessionOpener struct {
 // sessionSpec is what decides a session's parameters.
 type sessionSpec struct {
 	channel *channel // nil: a heartbeat session, which has no channel identity
+	scope   scopeKey // the conversation the session serves
 	route   Route
 	system  string // standing context text, for the routes that carry it in the parameters
 	fresh   bool   // the owner rotated: _meta.freshSession
@@ -74,7 +67,7 @@ type sessionSpec struct {
 
 // params builds the parameters of session/new, session/load and session/resume — the one place
 // that decides what a session is opened with: cwd, the spec system prompt, and _meta (title,
-// channel identity, freshSession, claude-agent-acp's system prompt). MCP servers, model and mode
+// channel identity, buzz.conversationId, freshSession, claude-agent-acp's system prompt). MCP servers, model and mode
 // belong here too when they come (acp sends mcpServers: [] until then).
 func (o *sessionOpener) params(spec sessionSpec) acp.SessionParams {
 	p := acp.SessionParams{Cwd: o.cfg.AgentCwd, Meta: map[string]any{}}
@@ -86,6 +79,11 @@ func (o *sessionOpener) params(spec sessionSpec) acp.SessionParams {
 		if ch.Type != "unknown" && ch.Type != "" {
 			p.Meta["channelType"] = ch.Type
 		}
+		k := spec.scope
+		if k.Channel == "" {
+			k = channelScope(ch.ID)
+		}
+		p.Meta["buzz"] = map[string]any{"conversationId": k.conversationID()}
 	}
 	if spec.fresh {
 		p.Meta["freshSession"] = true
@@ -124,8 +122,8 @@ func (o *sessionOpener) sessionTitle(ch channel) string {
 func (o *sessionOpener) open(ctx context.Context, in turnInput) (*chanSession, ProbeState, error) {
 	route := DecideRoute(in.ident)
 	standing := o.relay.standing(ctx, in.channel, true)
-	spec := sessionSpec{channel: &in.channel, route: route, system: standing.SystemPrompt(o.cfg.AgentCwd), fresh: in.fresh}
-	if rec, ok := o.store.Get(in.channel.ID, o.cfg.storeScope()); ok && !in.fresh && !in.noResume && (in.ident.Resume || in.ident.LoadSession) {
+	spec := sessionSpec{channel: &in.channel, scope: in.scope, route: route, system: standing.SystemPrompt(o.cfg.AgentCwd), fresh: in.fresh}
+	if rec, ok := o.store.Get(in.scope.String(), o.cfg.storeScope()); ok && !in.fresh && !in.noResume && (in.ident.Resume || in.ident.LoadSession) {
 		sess, err := o.resume(ctx, in, spec, rec.SessionID, standing)
 		if !errors.Is(err, errResumeRefused) {
 			return sess, ProbeUnknown, err
@@ -150,7 +148,7 @@ func (o *sessionOpener) resume(ctx context.Context, in turnInput, spec sessionSp
 	var rpc *acp.RPCError
 	switch {
 	case err == nil:
-		_ = o.store.Touch(ch.ID, o.now())
+		_ = o.store.Touch(in.scope.String(), o.now())
 		sess := &chanSession{ID: id, Route: spec.route, Delivered: map[string]bool{}, Resumed: true, opening: &standing}
 		o.feed.emitSession(in, sess, observer.SessionResumed{SessionID: id, Method: method})
 		if spec.route.SystemRole() && spec.route != RouteGoose && spec.system != "" {
@@ -158,8 +156,8 @@ func (o *sessionOpener) resume(ctx context.Context, in turnInput, spec sessionSp
 		}
 		return sess, nil
 	case errors.As(err, &rpc):
-		o.log.Info("resume refused; starting a new session", "channel", ch.ID, "session", id, "err", err)
-		_ = o.store.Remove(ch.ID)
+		o.log.Info("resume refused; starting a new session", "channel", ch.ID, "scope", in.scope.String(), "session", id, "err", err)
+		_ = o.store.Remove(in.scope.String())
 		o.feed.emitSession(in, nil, observer.SessionResumeFailed{SessionID: id, Reason: err.Error()})
 		return nil, errResumeRefused
 	case ctx.Err() != nil:
@@ -168,8 +166,8 @@ func (o *sessionOpener) resume(ctx context.Context, in turnInput, spec sessionSp
 		o.feed.emitSession(in, nil, observer.SessionResumeFailed{SessionID: id, Reason: err.Error(), Retry: true})
 		return nil, fmt.Errorf("%w: %w", errResumeLost, err)
 	default:
-		o.log.Warn("resume failed twice; starting a new session", "channel", ch.ID, "err", err)
-		_ = o.store.Remove(ch.ID)
+		o.log.Warn("resume failed twice; starting a new session", "channel", ch.ID, "scope", in.scope.String(), "err", err)
+		_ = o.store.Remove(in.scope.String())
 		o.feed.emitSession(in, nil, observer.SessionResumeFailed{SessionID: id, Reason: err.Error()})
 		return nil, err // the agent is gone; the loop respawns and the retry opens a new session
 	}
@@ -192,7 +190,7 @@ func (o *sessionOpener) create(ctx context.Context, in turnInput, spec sessionSp
 		}
 	}
 	now := o.now()
-	if err := o.store.Put(in.channel.ID, sessionstore.Record{
+	if err := o.store.Put(in.scope.String(), sessionstore.Record{
 		SessionID: id, RelayURL: o.cfg.RelayURL, AgentCommand: o.cfg.commandLine(), CreatedAt: now, LastUsedAt: now,
 	}); err != nil {
 		o.log.Warn("session store", "err", err)

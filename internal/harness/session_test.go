@@ -7,13 +7,16 @@ import (
 func TestSessionParamsCarryChannelIdentityTitleAndFreshInOneMeta(t *testing.T) {
 	o := &sessionOpener{cfg: &Config{AgentCwd: "/work", SessionTitle: "helper"}}
 	ch := &channel{ID: "c1", Name: "general", Type: "stream"}
-	p := o.params(sessionSpec{channel: ch, route: RouteUserMessage, system: "ignored here", fresh: true})
+	p := o.params(sessionSpec{channel: ch, scope: scopeKey{Channel: "c1", Root: "r1"}, route: RouteUserMessage, system: "ignored here", fresh: true})
 	if p.Cwd != "/work" || p.SystemPrompt != nil {
 		t.Fatalf("cwd %q, systemPrompt %v", p.Cwd, p.SystemPrompt)
 	}
 	want := map[string]any{"sessionTitle": "helper · #general", "channelId": "c1", "channelType": "stream", "freshSession": true}
-	if len(p.Meta) != len(want) {
-		t.Fatalf("meta %v, want %v", p.Meta, want)
+	if len(p.Meta) != len(want)+1 {
+		t.Fatalf("meta %v, want %v and buzz", p.Meta, want)
+	}
+	if b, _ := p.Meta["buzz"].(map[string]any); b["conversationId"] != "buzz:c1:r1" {
+		t.Fatalf("meta.buzz %v, want conversationId buzz:c1:r1", p.Meta["buzz"])
 	}
 	for k, v := range want {
 		if p.Meta[k] != v {

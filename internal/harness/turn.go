@@ -51,12 +51,12 @@ func (h *Harness) dispatch(ctx context.Context) {
 		if !ok {
 			return
 		}
-		c := h.channels[b.ChannelID]
+		k := b.Scope
+		c := h.channels[k.channelID()]
 		if c == nil { // left while queued
-			h.queue.Drop(b.ChannelID)
+			h.queue.Drop(k)
 			continue
 		}
-		k := channelScope(b.ChannelID)
 		s := h.pool.claim(k)
 		in := turnInput{
 			slot: s, proc: s.proc, ident: s.ident, channel: *c, scope: k, batch: b,
@@ -64,7 +64,8 @@ func (h *Harness) dispatch(ctx context.Context) {
 			turnID:  b.Last().ID[:12],
 		}
 		if in.session == nil {
-			in.fresh = h.store.TakeFresh(c.ID)
+			h.pool.makeRoom(ctx, s)
+			in.fresh = h.store.TakeFresh(k.String())
 			in.retried = h.resumeRetried[k]
 			in.noResume = h.pool.heldElsewhere(k, s)
 		}
@@ -200,6 +201,7 @@ func (h *Harness) finishTurn(ctx context.Context, r turnResult) {
 	// Keep the session the turn used or opened while its agent is usable; the outcomes below
 	// drop it where the session must not be reused.
 	if r.session != nil && !isTransport(r.err) && s.sessions != nil {
+		r.session.lastUsed = h.now()
 		s.sessions[k] = r.session
 	}
 	switch decideOutcome(r, h.removed[k.channelID()] || h.channels[k.channelID()] == nil) {
@@ -222,14 +224,14 @@ func (h *Harness) finishTurn(ctx context.Context, r turnResult) {
 // agent answered.
 func (h *Harness) dropTurn(r turnResult) {
 	s, k := r.in.slot, r.in.scope
-	h.queue.Drop(string(k))
+	h.queue.Drop(k)
 	h.done(r.in.batch.IDs()...)
 	s.invalidate(k, false)
 	if isTransport(r.err) && !errors.Is(r.err, context.Canceled) {
 		h.crashed(s)
 	}
 	if h.channels[k.channelID()] == nil {
-		_ = h.store.Remove(string(k)) // a turn's Put may have raced the leave
+		_ = h.store.Remove(k.String()) // a turn's Put may have raced the leave
 	}
 	h.log.Info("turn stopped", "channel", k.channelID(), "why", cmp.Or(r.cause, errLeft))
 }
@@ -238,7 +240,7 @@ func (h *Harness) dropTurn(r turnResult) {
 // (the agent hit a limit, or --max-turns-per-session).
 func (h *Harness) commitTurn(r turnResult) {
 	s, k := r.in.slot, r.in.scope
-	h.queue.Complete(string(k))
+	h.queue.Complete(k)
 	h.done(r.in.batch.IDs()...)
 	sess := r.session
 	sess.Turns++
@@ -252,12 +254,12 @@ func (h *Harness) commitTurn(r turnResult) {
 		h.cfg.MaxTurnsPerSession > 0 && sess.Turns >= h.cfg.MaxTurnsPerSession
 	if rotate {
 		s.invalidate(k, false)
-		_ = h.store.Remove(string(k))
+		_ = h.store.Remove(k.String())
 	} else {
 		now := h.now()
-		h.tasks.Go(func() { _ = h.store.Touch(string(k), now) }) // may write the file (once a minute): not on the loop
+		h.tasks.Go(func() { _ = h.store.Touch(k.String(), now) }) // may write the file (once a minute): not on the loop
 	}
-	h.log.Info("turn done", "channel", k.channelID(), "stopReason", r.stop, "session", sess.ID)
+	h.log.Info("turn done", "channel", k.channelID(), "scope", k.String(), "stopReason", r.stop, "session", sess.ID)
 }
 
 // closeAnsweredTurn handles an agent that died after replying: respawn it, but do not prompt
@@ -265,7 +267,7 @@ func (h *Harness) commitTurn(r turnResult) {
 func (h *Harness) closeAnsweredTurn(r turnResult) {
 	k := r.in.scope
 	h.log.Warn("agent failed after replying; not retrying the batch", "channel", k.channelID(), "err", r.err)
-	h.queue.Complete(string(k))
+	h.queue.Complete(k)
 	h.done(r.in.batch.IDs()...)
 	h.crashed(r.in.slot)
 }
@@ -306,8 +308,10 @@ func (h *Harness) returnSlot(s *slot) {
 		delete(s.sessions, c)
 	}
 	s.pending = nil
-	for c := range h.removed {
-		delete(s.sessions, channelScope(c))
+	for k := range s.sessions {
+		if h.removed[k.channelID()] {
+			delete(s.sessions, k)
+		}
 	}
 	if s.proc != nil && s.ready {
 		select {

@@ -131,6 +131,8 @@ func (s *stack) start(agentCommand string, agentArgs []string, env ...string) {
 		"--activity-log", s.activity,
 		"--idle-timeout", "60",
 		"--log-level", "debug",
+		// These tests follow one session across top-level mentions: one session per channel.
+		"--session-policy", "channel",
 	}
 	if len(agentArgs) > 0 {
 		args = append(args, "--agent-args", strings.Join(agentArgs, ","))

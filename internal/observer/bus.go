@@ -44,6 +44,9 @@ type Payload interface{ Type() Type }
 // harness-wide (agent processes, raw ACP lines).
 type Scope struct {
 	ChannelID string `json:"channelId,omitempty"`
+	// ThreadID is the root event of the thread a turn belongs to (thread sessions); empty for a
+	// conversation spanning the whole channel.
+	ThreadID  string `json:"threadId,omitempty"`
 	SessionID string `json:"sessionId,omitempty"`
 	TurnID    string `json:"turnId,omitempty"`
 }

@@ -1,5 +1,8 @@
-// Package sessionstore is the durable channel → ACP session map that lets a restarted harness
-// session/load the session a channel was using instead of opening a fresh one.
+// Package sessionstore is the durable conversation → ACP session map that lets a restarted
+// harness session/load the session a conversation was using instead of opening a fresh one. Keys
+// are the harness's conversation names: a bare channel id for a whole-channel conversation (the
+// only form before thread sessions, so older files load unchanged) or "<channel>:<root event>"
+// for a thread.
 //
 // The map lives in <state-dir>/sessions-<agent pubkey hex>.json and is rewritten atomically on
 // every change. A record is only handed back for resumption when it was made against the same
@@ -277,6 +280,26 @@ func (s *Store) Remove(channelID string) error {
 		return nil
 	}
 	delete(s.sessions, channelID)
+	return s.writeLocked()
+}
+
+// RemoveIf forgets every session whose key matches (all of a channel's thread sessions when the
+// agent leaves it).
+func (s *Store) RemoveIf(match func(key string) bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.usable() {
+		return nil
+	}
+	n := len(s.sessions)
+	for k := range s.sessions {
+		if match(k) {
+			delete(s.sessions, k)
+		}
+	}
+	if len(s.sessions) == n {
+		return nil
+	}
 	return s.writeLocked()
 }
 

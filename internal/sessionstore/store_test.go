@@ -567,3 +567,22 @@ func BenchmarkTouch(b *testing.B) {
 		}
 	}
 }
+
+func TestRemoveIfForgetsMatchingKeysAcrossReopen(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir)
+	_ = s.Put(chanA, rec("sess-a"))
+	_ = s.Put(chanA+":root1", rec("sess-a1"))
+	_ = s.Put(chanB+":root2", rec("sess-b2"))
+	if err := s.RemoveIf(func(k string) bool { return k == chanA || strings.HasPrefix(k, chanA+":") }); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	s2 := mustOpen(t, dir)
+	if _, ok := s2.Get(chanA+":root1", scope); ok || s2.Len() != 1 {
+		t.Fatalf("after RemoveIf and reopen: %d records, want only %s:root2", s2.Len(), chanB)
+	}
+	if _, ok := s2.Get(chanB+":root2", scope); !ok {
+		t.Fatal("a non-matching thread record was removed")
+	}
+}

@@ -55,6 +55,8 @@ type Config struct {
 	// SystemPrompt ([System]) and TeamInstructions ([Team Instructions]) join the standing context.
 	SystemPrompt     string
 	TeamInstructions string
+	// SessionPolicy is the harness's --session-policy; "" = thread.
+	SessionPolicy harness.SessionPolicy
 	// Out receives progress, the banner and what stopped.
 	Out io.Writer
 	// Ready, when set, is called once everything is up (tests use it instead of parsing Out).
@@ -257,6 +259,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		BasePrompt:          prompt.DefaultBasePrompt(),
 		SystemPrompt:        cfg.SystemPrompt,
 		TeamInstructions:    cfg.TeamInstructions,
+		SessionPolicy:       cfg.SessionPolicy,
 		Memory:              true,
 		StateDir:            filepath.Join(cfg.DataDir, "harness"),
 		Logger:              logger.With("part", "harness"),

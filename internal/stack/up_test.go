@@ -231,6 +231,12 @@ func pubkeyOf(t *testing.T, keyFile string) string {
 // waitReply polls `buzz messages get` until the agent has answered the message parentID.
 func waitReply(t *testing.T, bin, relay, dataDir, channel, agentPK, parentID string) string {
 	t.Helper()
+	return waitReplyWith(t, bin, relay, dataDir, channel, agentPK, parentID, "")
+}
+
+// waitReplyWith waits for an agent message referencing parentID whose content contains want.
+func waitReplyWith(t *testing.T, bin, relay, dataDir, channel, agentPK, parentID, want string) string {
+	t.Helper()
 	deadline := time.Now().Add(45 * time.Second)
 	for time.Now().Before(deadline) {
 		var msgs []struct {
@@ -242,7 +248,7 @@ func waitReply(t *testing.T, bin, relay, dataDir, channel, agentPK, parentID str
 			t.Fatal(err)
 		}
 		for _, m := range msgs {
-			if m.Pubkey != agentPK {
+			if m.Pubkey != agentPK || !strings.Contains(m.Content, want) {
 				continue
 			}
 			for _, tag := range m.Tags {
@@ -257,13 +263,13 @@ func waitReply(t *testing.T, bin, relay, dataDir, channel, agentPK, parentID str
 	return ""
 }
 
-func send(t *testing.T, bin, relay, dataDir, channel, content string) string {
+func send(t *testing.T, bin, relay, dataDir, channel, content string, extra ...string) string {
 	t.Helper()
 	var res struct {
 		EventID  string   `json:"event_id"`
 		Mentions []string `json:"mention_pubkeys"`
 	}
-	if err := json.Unmarshal(cli(t, bin, relay, dataDir, "messages", "send", "--channel", channel, "--content", content), &res); err != nil {
+	if err := json.Unmarshal(cli(t, bin, relay, dataDir, append([]string{"messages", "send", "--channel", channel, "--content", content}, extra...)...), &res); err != nil {
 		t.Fatal(err)
 	}
 	if len(res.Mentions) != 1 {
@@ -359,8 +365,10 @@ func TestUpAnswersMentionStopsOnSIGINTWithoutLeftoversAndResumesOnSecondStart(t 
 	}
 	resumed := make(chan struct{})
 	go func() { defer close(resumed); waitActivity(t, second.banner.console, "session_resumed") }()
-	id = send(t, bin, second.banner.relayHTTP, dataDir, second.banner.channel, "@"+second.banner.agentName+" are you back?")
-	waitReply(t, bin, second.banner.relayHTTP, dataDir, second.banner.channel, agentPK, id)
+	// A reply in the first thread: its session is the one to resume (a session per thread). The
+	// agent answers in the thread, under its root.
+	send(t, bin, second.banner.relayHTTP, dataDir, second.banner.channel, "@"+second.banner.agentName+" are you back?", "--reply-to", id)
+	waitReplyWith(t, bin, second.banner.relayHTTP, dataDir, second.banner.channel, agentPK, id, "are you back")
 	<-resumed
 	second.stop(t)
 }

@@ -8,6 +8,7 @@
 //	TESTAGENT_LOAD_SESSION=0           advertise loadSession false (default true)
 //	TESTAGENT_CAPS=resume,systemPrompt sessionCapabilities to advertise as {}; "systemPrompt=override"
 //	                                   advertises {"mode":{"override":{}}}
+//	                                   ("close" also answers session/close: the live session is dropped)
 //	TESTAGENT_GOOSE_SYSTEM_PROMPT=1    implement _goose/unstable/session/system-prompt/set (else -32601);
 //	                                   "error" answers it with -32603
 //
@@ -291,6 +292,17 @@ func (a *agent) HandleRequest(ctx context.Context, method string, params json.Ra
 		return a.loadSession(params, false)
 	case "session/prompt":
 		return a.prompt(ctx, params)
+	case "session/close":
+		// With TESTAGENT_CAPS=close: forget the live session (its saved state stays loadable).
+		if _, ok := a.cfg.caps["close"]; !ok {
+			return nil, acp.MethodNotFound(method)
+		}
+		var p acp.SessionSetupParams
+		_ = json.Unmarshal(params, &p)
+		a.mu.Lock()
+		delete(a.sessions, p.SessionID)
+		a.mu.Unlock()
+		return map[string]any{}, nil
 	case "_goose/unstable/session/system-prompt/set":
 		switch a.cfg.gooseSysPrompt {
 		case "1":
