@@ -122,8 +122,8 @@ func TestEyesReactionMarksQueuedMentionAndGoesWhenTheTurnEnds(t *testing.T) {
 		t.Fatalf("reaction %q tags %v, want 👀 in the channel", r.Content, r.Tags)
 	}
 
-	// The turn is cancelled: the 👀 goes, by a kind 5 naming it.
-	cmd := s.mention(s.ownerSK, "!cancel")
+	// The turn is cancelled (in its thread): the 👀 goes, by a kind 5 naming it.
+	cmd := s.mention(s.ownerSK, "!cancel", replyTo(held.ID))
 	if out := s.waitOutcome(cmd.ID); out["type"] != "turn_cancelled" {
 		t.Fatalf("outcome %v", out)
 	}
@@ -165,7 +165,7 @@ func TestTypingIsSentEveryFewSecondsWhileATurnRunsAndStopsAfter(t *testing.T) {
 		t.Fatalf("typing event %q %v, want empty content and tags %v", ty.Content, ty.Tags, want)
 	}
 
-	cmd := s.mention(s.ownerSK, "!cancel")
+	cmd := s.mention(s.ownerSK, "!cancel", replyTo(root.ID))
 	if out := s.waitOutcome(cmd.ID); out["type"] != "turn_cancelled" {
 		t.Fatalf("outcome %v", out)
 	}

@@ -44,11 +44,18 @@ func (g *gate) wait() {
 
 func startStallProxy(t *testing.T, relayURL string) *stallProxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	target := strings.TrimPrefix(strings.TrimPrefix(relayURL, "http://"), "ws://")
+	_, port, err := net.SplitHostPort(target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &stallProxy{t: t, ln: ln, target: strings.TrimPrefix(strings.TrimPrefix(relayURL, "http://"), "ws://")}
+	// The relay accepts NIP-42/NIP-98 only for its own port under a loopback name, so the proxy
+	// takes the same port on [::1] (the relay listens on 127.0.0.1).
+	ln, err := net.Listen("tcp", net.JoinHostPort("::1", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &stallProxy{t: t, ln: ln, target: target}
 	go p.serve()
 	t.Cleanup(func() {
 		p.mu.Lock()
