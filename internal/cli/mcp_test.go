@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -18,8 +19,11 @@ import (
 
 // mcpSession starts a real `buzz mcp` process as u and connects to it over stdio.
 func (u *user) mcpSession(ctx context.Context) *mcp.ClientSession {
+	return u.mcpSessionOf(ctx, exec.Command(buzzBin, "mcp"))
+}
+
+func (u *user) mcpSessionOf(ctx context.Context, cmd *exec.Cmd) *mcp.ClientSession {
 	u.t.Helper()
-	cmd := exec.Command(buzzBin, "mcp")
 	cmd.Env = append(os.Environ(), "BUZZ_RELAY_URL="+u.relay, "BUZZ_PRIVATE_KEY="+protocol.Nsec(u.sk), "BUZZ_TIMEOUT_SECS=10")
 	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
 	cs, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
@@ -124,5 +128,21 @@ func TestMCPToolErrorCarriesTheCLIErrorTextAndDashIsText(t *testing.T) {
 	alice.ok(&got, "", "messages", "get", "--channel", ch)
 	if len(got) != 1 || got[0].Content != "-" {
 		t.Fatalf("messages after sending \"-\": %+v", got)
+	}
+}
+
+func TestBuzzRunAsBuzzMcpIsTheMCPServerWithoutArguments(t *testing.T) {
+	s := relaytest.Start(t)
+	alice := newUser(t, s.URL)
+	link := filepath.Join(t.TempDir(), "buzz-mcp")
+	if err := os.Symlink(buzzBin, link); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cs := alice.mcpSessionOf(ctx, exec.Command(link)) // as buzz-acp's --mcp-command runs it: no args
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil || len(tools.Tools) != 6 {
+		t.Fatalf("tools %+v, err %v", tools, err)
 	}
 }
