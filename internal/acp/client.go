@@ -183,6 +183,7 @@ type SessionParams struct {
 	SystemPrompt *SystemPrompt
 	Meta         map[string]any // sent as _meta; omitted when empty
 	SessionID    string         // load/resume only
+	McpServers   []McpServer    // sent as mcpServers; [] when none, never null
 }
 
 func (p SessionParams) wire(needID bool) (SessionSetupParams, error) {
@@ -197,7 +198,21 @@ func (p SessionParams) wire(needID bool) (SessionSetupParams, error) {
 	if err != nil {
 		return SessionSetupParams{}, fmt.Errorf("acp: cwd: %w", err)
 	}
-	w := SessionSetupParams{Cwd: cwd, McpServers: []json.RawMessage{}, SystemPrompt: p.SystemPrompt}
+	w := SessionSetupParams{Cwd: cwd, McpServers: make([]json.RawMessage, 0, len(p.McpServers)), SystemPrompt: p.SystemPrompt}
+	for _, m := range p.McpServers {
+		// args and env are required on the wire even when empty.
+		if m.Args == nil {
+			m.Args = []string{}
+		}
+		if m.Env == nil {
+			m.Env = []EnvVariable{}
+		}
+		b, err := json.Marshal(m)
+		if err != nil {
+			return SessionSetupParams{}, fmt.Errorf("acp: mcp server %q: %w", m.Name, err)
+		}
+		w.McpServers = append(w.McpServers, b)
+	}
 	if needID {
 		w.SessionID = p.SessionID
 	}

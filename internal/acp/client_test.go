@@ -88,7 +88,7 @@ func TestInitializeParsesCapabilitiesLeniently(t *testing.T) {
 	}
 }
 
-func TestNewSessionSendsAbsoluteCwdEmptyMcpServersAndOmitsEmptyMeta(t *testing.T) {
+func TestNewSessionSendsAbsoluteCwdMcpServersAsStdioEntriesAndOmitsEmptyMeta(t *testing.T) {
 	c, ra, done := rawPair(t, ClientConfig{})
 	defer done()
 	wd, _ := os.Getwd()
@@ -100,6 +100,11 @@ func TestNewSessionSendsAbsoluteCwdEmptyMcpServersAndOmitsEmptyMeta(t *testing.T
 		{SessionParams{Cwd: "/w", Meta: map[string]any{}}, `{"cwd":"/w","mcpServers":[]}`},
 		{SessionParams{Cwd: "/w", SystemPrompt: &SystemPrompt{Mode: "append", Content: []ContentBlock{TextBlock("be brief")}}, Meta: map[string]any{"channelId": "c1"}},
 			`{"cwd":"/w","mcpServers":[],"systemPrompt":{"mode":"append","content":[{"type":"text","text":"be brief"}]},"_meta":{"channelId":"c1"}}`},
+		// A stdio MCP server: args and env are always present, env as {name,value} pairs.
+		{SessionParams{Cwd: "/w", McpServers: []McpServer{
+			{Name: "buzz-mcp", Command: "/bin/buzz-mcp", Env: []EnvVariable{{Name: "BUZZ_RELAY_URL", Value: "ws://r"}}},
+			{Name: "files", Command: "files", Args: []string{"-v"}},
+		}}, `{"cwd":"/w","mcpServers":[{"name":"buzz-mcp","command":"/bin/buzz-mcp","args":[],"env":[{"name":"BUZZ_RELAY_URL","value":"ws://r"}]},{"name":"files","command":"files","args":["-v"],"env":[]}]}`},
 	}
 	for i, tc := range cases {
 		got := make(chan string, 1)

@@ -41,6 +41,21 @@ type InitializeParams struct {
 	Meta               map[string]any  `json:"_meta,omitempty"`
 }
 
+// McpServer is a stdio MCP server entry of session/new, session/load and session/resume. ACP's
+// stdio shape has no "type" and requires args and env even when empty; env is a list of pairs.
+type McpServer struct {
+	Name    string        `json:"name"`
+	Command string        `json:"command"`
+	Args    []string      `json:"args"`
+	Env     []EnvVariable `json:"env"`
+}
+
+// EnvVariable is one {name, value} pair of an McpServer's env.
+type EnvVariable struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
 // SessionSetupParams covers session/new (no SessionID), session/load and session/resume.
 type SessionSetupParams struct {
 	SessionID    string            `json:"sessionId,omitempty"`

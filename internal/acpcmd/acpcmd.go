@@ -21,9 +21,11 @@ import (
 	"github.com/buzz-harness/buzz/internal/cmdflag"
 	"github.com/buzz-harness/buzz/internal/console"
 	"github.com/buzz-harness/buzz/internal/harness"
+	"github.com/buzz-harness/buzz/internal/mcpconfig"
 	"github.com/buzz-harness/buzz/internal/observer"
 	"github.com/buzz-harness/buzz/internal/prompt"
 	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/protocol/ownerauth"
 )
 
 // Version is stamped by the build; "dev" otherwise.
@@ -70,6 +72,7 @@ type options struct {
 	maxCachedSessions, sessionIdleTTL              int
 	activityLog, activityAddr, logLevel            string
 	selfAgent                                      bool
+	mcpCommand, mcpServers                         string
 }
 
 // Command returns the buzz-acp root command.
@@ -148,6 +151,8 @@ func Command() *cobra.Command {
 	f.Int(&o.sessionIdleTTL, "conversation-session-idle-ttl-secs", "BUZZ_ACP_CONVERSATION_SESSION_IDLE_TTL_SECS", 1800, "close a live session idle this many seconds")
 	f.String(&o.activityLog, "activity-log", "BUZZ_ACP_ACTIVITY_LOG", "", "write the activity feed to this file as JSON lines")
 	f.String(&o.activityAddr, "activity-addr", "BUZZ_ACP_ACTIVITY_ADDR", "", "serve the activity console on this loopback address (e.g. 127.0.0.1:3002)")
+	f.String(&o.mcpCommand, "mcp-command", "BUZZ_ACP_MCP_COMMAND", "", "MCP server (stdio) every session gets, handed the agent's relay URL, key and BUZZ_AUTH_TAG")
+	f.String(&o.mcpServers, "mcp-servers", "BUZZ_ACP_MCP_SERVERS", "", "JSON file of more stdio MCP servers for every session (see README)")
 	f.String(&o.logLevel, "log-level", "BUZZ_ACP_LOG_LEVEL", "info", "debug, info, warn or error")
 	cmd.MarkFlagsMutuallyExclusive("system-prompt", "system-prompt-file")
 	cmd.MarkFlagsMutuallyExclusive("heartbeat-prompt", "heartbeat-prompt-file")
@@ -195,6 +200,13 @@ func (o *options) config(stderr io.Writer) (harness.Config, func(), error) {
 		Logger:                        logger,
 		Version:                       Version,
 		BuzzCLIDir:                    harness.BuzzCLIDir(),
+		MCPCommand:                    o.mcpCommand,
+		AuthTag:                       os.Getenv(ownerauth.EnvVar),
+	}
+	if o.mcpServers != "" {
+		if cfg.MCPServers, err = mcpconfig.Load(o.mcpServers); err != nil {
+			return cfg, noop, fmt.Errorf("--mcp-servers %s: %w", o.mcpServers, err)
+		}
 	}
 	if o.permissions != "allow" && o.permissions != "deny" {
 		return cfg, noop, fmt.Errorf("--permissions must be allow or deny, got %q", o.permissions)

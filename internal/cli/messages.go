@@ -312,47 +312,63 @@ func appendNew(dst []string, vals ...string) []string {
 	return dst
 }
 
+// getOptions are the inputs of messages get; nil since/before mean unbounded.
+type getOptions struct {
+	channel, kinds string
+	limit          int
+	since, before  *int64
+}
+
 func (a *app) getCommand() *cobra.Command {
-	var chFlag, kinds string
-	var limit int
+	var o getOptions
 	var since, before int64
 	cmd := a.leaf("get", "Recent channel messages, oldest first", func(ctx context.Context, cmd *cobra.Command) (any, error) {
-		ch, err := channelArg(chFlag)
-		if err != nil {
-			return nil, err
-		}
-		if limit <= 0 || limit > 200 {
-			return nil, usageError("--limit must be 1..200")
-		}
-		ks := historyKinds
-		if kinds != "" {
-			if ks, err = parseKinds(kinds); err != nil {
-				return nil, err
-			}
-		}
-		f := nostr.Filter{Kinds: ks, Tags: nostr.TagMap{"h": {ch}}, Limit: limit}
 		if cmd.Flags().Changed("since") {
-			f.Since = ts(nostr.Timestamp(since))
+			o.since = &since
 		}
 		if cmd.Flags().Changed("before") {
-			f.Until = ts(nostr.Timestamp(before))
+			o.before = &before
 		}
-		b, err := a.bridge()
-		if err != nil {
-			return nil, err
-		}
-		evs, err := b.Query(ctx, client.Filter{Filter: f})
-		if err != nil {
-			return nil, err
-		}
-		return a.normalize(evs, ""), nil
+		return a.getMessages(ctx, o)
 	})
-	requiredString(cmd, &chFlag, "channel", "channel UUID")
-	cmd.Flags().IntVar(&limit, "limit", 50, "maximum messages (max 200)")
+	requiredString(cmd, &o.channel, "channel", "channel UUID")
+	cmd.Flags().IntVar(&o.limit, "limit", 50, "maximum messages (max 200)")
 	cmd.Flags().Int64Var(&since, "since", 0, "only messages at or after this unix time")
 	cmd.Flags().Int64Var(&before, "before", 0, "only messages at or before this unix time")
-	cmd.Flags().StringVar(&kinds, "kinds", "", "comma-separated kinds (default 9,40002,40008,45001,45003)")
+	cmd.Flags().StringVar(&o.kinds, "kinds", "", "comma-separated kinds (default 9,40002,40008,45001,45003)")
 	return cmd
+}
+
+func (a *app) getMessages(ctx context.Context, o getOptions) (any, error) {
+	ch, err := channelArg(o.channel)
+	if err != nil {
+		return nil, err
+	}
+	if o.limit <= 0 || o.limit > 200 {
+		return nil, usageError("--limit must be 1..200")
+	}
+	ks := historyKinds
+	if o.kinds != "" {
+		if ks, err = parseKinds(o.kinds); err != nil {
+			return nil, err
+		}
+	}
+	f := nostr.Filter{Kinds: ks, Tags: nostr.TagMap{"h": {ch}}, Limit: o.limit}
+	if o.since != nil {
+		f.Since = ts(nostr.Timestamp(*o.since))
+	}
+	if o.before != nil {
+		f.Until = ts(nostr.Timestamp(*o.before))
+	}
+	b, err := a.bridge()
+	if err != nil {
+		return nil, err
+	}
+	evs, err := b.Query(ctx, client.Filter{Filter: f})
+	if err != nil {
+		return nil, err
+	}
+	return a.normalize(evs, ""), nil
 }
 
 func parseKinds(s string) ([]int, error) {
@@ -367,58 +383,67 @@ func parseKinds(s string) ([]int, error) {
 	return out, nil
 }
 
+// threadOptions are the inputs of messages thread.
+type threadOptions struct {
+	channel, event string
+	limit, depth   int
+}
+
 func (a *app) threadCommand() *cobra.Command {
-	var chFlag, evFlag string
-	var limit, depth int
+	var o threadOptions
 	cmd := a.leaf("thread", "A message's whole thread (root and replies), oldest first", func(ctx context.Context, cmd *cobra.Command) (any, error) {
-		ch, err := channelArg(chFlag)
-		if err != nil {
-			return nil, err
-		}
-		id, err := eventIDArg("event", evFlag)
-		if err != nil {
-			return nil, err
-		}
-		if limit <= 0 || limit > 500 {
-			return nil, usageError("--limit must be 1..500")
-		}
-		b, err := a.bridge()
-		if err != nil {
-			return nil, err
-		}
-		sel, err := queryOne(ctx, b, nostr.Filter{IDs: []string{id}})
-		if err != nil {
-			return nil, err
-		}
-		if sel == nil {
-			return nil, notFound("event %s not found (or not visible to you)", id)
-		}
-		if c, _ := protocol.ChannelID(sel.Tags); c != ch {
-			return nil, notFound("event %s is not in channel %s", id, ch)
-		}
-		root := threadRoot(sel)
-		replies := client.Filter{Filter: nostr.Filter{Kinds: threadKinds, Tags: nostr.TagMap{"h": {ch}, "e": {root}}, Limit: limit}}
-		if depth > 0 {
-			replies.DepthLimit = depth
-		}
-		rootF := client.Filter{Filter: nostr.Filter{IDs: []string{root}, Tags: nostr.TagMap{"h": {ch}}, Limit: 1}}
-		evs, err := b.Query(ctx, replies, rootF)
-		if err != nil {
-			return nil, err
-		}
-		seen := map[string]bool{}
-		uniq := evs[:0]
-		for _, ev := range evs {
-			if !seen[ev.ID] {
-				seen[ev.ID] = true
-				uniq = append(uniq, ev)
-			}
-		}
-		return a.normalize(uniq, root), nil // root first even within its second
+		return a.thread(ctx, o)
 	})
-	requiredString(cmd, &chFlag, "channel", "channel UUID")
-	requiredString(cmd, &evFlag, "event", "any event id in the thread")
-	cmd.Flags().IntVar(&limit, "limit", 100, "maximum replies (max 500)")
-	cmd.Flags().IntVar(&depth, "depth-limit", 0, "maximum reply depth (relay extension)")
+	requiredString(cmd, &o.channel, "channel", "channel UUID")
+	requiredString(cmd, &o.event, "event", "any event id in the thread")
+	cmd.Flags().IntVar(&o.limit, "limit", 100, "maximum replies (max 500)")
+	cmd.Flags().IntVar(&o.depth, "depth-limit", 0, "maximum reply depth (relay extension)")
 	return cmd
+}
+
+func (a *app) thread(ctx context.Context, o threadOptions) (any, error) {
+	ch, err := channelArg(o.channel)
+	if err != nil {
+		return nil, err
+	}
+	id, err := eventIDArg("event", o.event)
+	if err != nil {
+		return nil, err
+	}
+	if o.limit <= 0 || o.limit > 500 {
+		return nil, usageError("--limit must be 1..500")
+	}
+	b, err := a.bridge()
+	if err != nil {
+		return nil, err
+	}
+	sel, err := queryOne(ctx, b, nostr.Filter{IDs: []string{id}})
+	if err != nil {
+		return nil, err
+	}
+	if sel == nil {
+		return nil, notFound("event %s not found (or not visible to you)", id)
+	}
+	if c, _ := protocol.ChannelID(sel.Tags); c != ch {
+		return nil, notFound("event %s is not in channel %s", id, ch)
+	}
+	root := threadRoot(sel)
+	replies := client.Filter{Filter: nostr.Filter{Kinds: threadKinds, Tags: nostr.TagMap{"h": {ch}, "e": {root}}, Limit: o.limit}}
+	if o.depth > 0 {
+		replies.DepthLimit = o.depth
+	}
+	rootF := client.Filter{Filter: nostr.Filter{IDs: []string{root}, Tags: nostr.TagMap{"h": {ch}}, Limit: 1}}
+	evs, err := b.Query(ctx, replies, rootF)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	uniq := evs[:0]
+	for _, ev := range evs {
+		if !seen[ev.ID] {
+			seen[ev.ID] = true
+			uniq = append(uniq, ev)
+		}
+	}
+	return a.normalize(uniq, root), nil // root first even within its second
 }

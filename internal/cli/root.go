@@ -61,6 +61,8 @@ type app struct {
 	timeoutSecs, connectSecs int
 	// helpErr is an error found while printing help, which cobra cannot return.
 	helpErr error
+	// literalContent: content "-" is text, not "read stdin" (buzz mcp, whose stdin is the protocol).
+	literalContent bool
 }
 
 // NewRootCommand builds the `buzz` command tree. Commands print their own JSON; errors are
@@ -107,7 +109,7 @@ func newRoot(stdio IO) (*cobra.Command, *app) {
 	pf.Int(&a.connectSecs, "connect-timeout", "BUZZ_CONNECT_TIMEOUT_SECS", defaultConnectTimeout, "seconds to connect to the relay")
 
 	root.AddCommand(a.keysCommand(), a.channelsCommand(), a.messagesCommand(), a.usersCommand(),
-		a.reactionsCommand(), a.canvasCommand())
+		a.reactionsCommand(), a.canvasCommand(), a.mcpCommand())
 	// buzz up and the standalone binaries' commands (under their short names) take none of the
 	// CLI's global flags, so their help does not list them.
 	for name, cmd := range map[string]*cobra.Command{
@@ -282,7 +284,7 @@ func eventIDArg(flag, s string) (string, error) {
 
 // readContent returns --content, reading stdin verbatim for "-".
 func (a *app) readContent(v string) (string, error) {
-	if v != "-" {
+	if v != "-" || a.literalContent {
 		return v, nil
 	}
 	if a.io.Stdin == nil {

@@ -116,34 +116,38 @@ func latestProfile(ctx context.Context, b *client.Bridge, pk string) (*nostr.Eve
 func (a *app) reactionsCommand() *cobra.Command {
 	var evFlag, emoji string
 	add := a.leaf("add", "React to an event (kind 7)", func(ctx context.Context, cmd *cobra.Command) (any, error) {
-		id, err := eventIDArg("event", evFlag)
-		if err != nil {
-			return nil, err
-		}
-		if emoji == "" {
-			return nil, usageError("--emoji must not be empty")
-		}
-		b, err := a.bridge()
-		if err != nil {
-			return nil, err
-		}
-		target, err := queryOne(ctx, b, nostr.Filter{IDs: []string{id}})
-		if err != nil {
-			return nil, err
-		}
-		if target == nil {
-			return nil, notFound("event %s not found (or not visible to you)", id)
-		}
-		tags := nostr.Tags{{"e", target.ID}, {"p", target.PubKey}}
-		if ch, ok := protocol.ChannelID(target.Tags); ok {
-			tags = append(tags, nostr.Tag{"h", ch})
-		}
-		tags = append(tags, nostr.Tag{"k", strconv.Itoa(target.Kind)})
-		return publish(ctx, b, &nostr.Event{Kind: protocol.KindReaction, Content: emoji, Tags: tags})
+		return a.react(ctx, evFlag, emoji)
 	})
 	requiredString(add, &evFlag, "event", "event id to react to")
 	add.Flags().StringVar(&emoji, "emoji", "+", "reaction emoji or +/-")
 	return group("reactions", "Reactions", add)
+}
+
+func (a *app) react(ctx context.Context, event, emoji string) (any, error) {
+	id, err := eventIDArg("event", event)
+	if err != nil {
+		return nil, err
+	}
+	if emoji == "" {
+		return nil, usageError("--emoji must not be empty")
+	}
+	b, err := a.bridge()
+	if err != nil {
+		return nil, err
+	}
+	target, err := queryOne(ctx, b, nostr.Filter{IDs: []string{id}})
+	if err != nil {
+		return nil, err
+	}
+	if target == nil {
+		return nil, notFound("event %s not found (or not visible to you)", id)
+	}
+	tags := nostr.Tags{{"e", target.ID}, {"p", target.PubKey}}
+	if ch, ok := protocol.ChannelID(target.Tags); ok {
+		tags = append(tags, nostr.Tag{"h", ch})
+	}
+	tags = append(tags, nostr.Tag{"k", strconv.Itoa(target.Kind)})
+	return publish(ctx, b, &nostr.Event{Kind: protocol.KindReaction, Content: emoji, Tags: tags})
 }
 
 // canvasInfo is canvas get's output.
@@ -157,45 +161,53 @@ type canvasInfo struct {
 func (a *app) canvasCommand() *cobra.Command {
 	var getCh string
 	get := a.leaf("get", "Show a channel's canvas (latest kind 40100); null if none", func(ctx context.Context, cmd *cobra.Command) (any, error) {
-		ch, err := channelArg(getCh)
-		if err != nil {
-			return nil, err
-		}
-		b, err := a.bridge()
-		if err != nil {
-			return nil, err
-		}
-		ev, err := queryNewest(ctx, b, nostr.Filter{Kinds: []int{protocol.KindCanvas}, Tags: nostr.TagMap{"h": {ch}}, Limit: 1})
-		if err != nil {
-			return nil, err
-		}
-		if ev == nil {
-			return nil, nil
-		}
-		return canvasInfo{EventID: ev.ID, Content: ev.Content, CreatedAt: int64(ev.CreatedAt), Pubkey: ev.PubKey}, nil
+		return a.canvasGet(ctx, getCh)
 	})
 	requiredString(get, &getCh, "channel", "channel UUID")
 
 	var setCh, content string
 	set := a.leaf("set", "Replace a channel's canvas (kind 40100)", func(ctx context.Context, cmd *cobra.Command) (any, error) {
-		ch, err := channelArg(setCh)
-		if err != nil {
-			return nil, err
-		}
-		text, err := a.readContent(content)
-		if err != nil {
-			return nil, err
-		}
-		if len(text) > maxContentBytes {
-			return nil, usageError("canvas is %d bytes; the limit is %d (64 KiB)", len(text), maxContentBytes)
-		}
-		b, err := a.bridge()
-		if err != nil {
-			return nil, err
-		}
-		return publish(ctx, b, &nostr.Event{Kind: protocol.KindCanvas, Content: text, Tags: nostr.Tags{{"h", ch}}})
+		return a.canvasSet(ctx, setCh, content)
 	})
 	requiredString(set, &setCh, "channel", "channel UUID")
 	requiredString(set, &content, "content", "canvas text, or - to read stdin")
 	return group("canvas", "Channel canvas", get, set)
+}
+
+func (a *app) canvasGet(ctx context.Context, channel string) (any, error) {
+	ch, err := channelArg(channel)
+	if err != nil {
+		return nil, err
+	}
+	b, err := a.bridge()
+	if err != nil {
+		return nil, err
+	}
+	ev, err := queryNewest(ctx, b, nostr.Filter{Kinds: []int{protocol.KindCanvas}, Tags: nostr.TagMap{"h": {ch}}, Limit: 1})
+	if err != nil {
+		return nil, err
+	}
+	if ev == nil {
+		return nil, nil
+	}
+	return canvasInfo{EventID: ev.ID, Content: ev.Content, CreatedAt: int64(ev.CreatedAt), Pubkey: ev.PubKey}, nil
+}
+
+func (a *app) canvasSet(ctx context.Context, channel, content string) (any, error) {
+	ch, err := channelArg(channel)
+	if err != nil {
+		return nil, err
+	}
+	text, err := a.readContent(content)
+	if err != nil {
+		return nil, err
+	}
+	if len(text) > maxContentBytes {
+		return nil, usageError("canvas is %d bytes; the limit is %d (64 KiB)", len(text), maxContentBytes)
+	}
+	b, err := a.bridge()
+	if err != nil {
+		return nil, err
+	}
+	return publish(ctx, b, &nostr.Event{Kind: protocol.KindCanvas, Content: text, Tags: nostr.Tags{{"h", ch}}})
 }

@@ -5,9 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/buzz-harness/buzz/internal/acp"
+	"github.com/buzz-harness/buzz/internal/mcpconfig"
 	"github.com/buzz-harness/buzz/internal/observer"
+	"github.com/buzz-harness/buzz/internal/protocol"
 )
 
 // DefaultKinds are the event kinds a channel subscription asks for: stream messages, workflow
@@ -67,6 +71,12 @@ type Config struct {
 	MaxCachedConversationSessions int
 	// ConversationSessionIdleTTL closes a live session idle this long (default 30 min).
 	ConversationSessionIdleTTL time.Duration
+	// MCP servers every session is opened with: MCPCommand's server, which is handed the agent's
+	// relay, key and AuthTag (BUZZ_AUTH_TAG), then MCPServers (--mcp-servers) as written.
+	MCPCommand string
+	MCPServers []mcpconfig.Server
+	AuthTag    string
+	mcp        []acp.McpServer // built by Validate
 
 	Logger   *slog.Logger
 	Observer *observer.Bus
@@ -147,6 +157,9 @@ func (c *Config) Validate() error {
 	if c.AgentCwd == "" || !filepath.IsAbs(c.AgentCwd) {
 		return fmt.Errorf("--agent-cwd must be an absolute path, got %q", c.AgentCwd)
 	}
+	if err := c.buildMCP(); err != nil {
+		return err
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -154,4 +167,45 @@ func (c *Config) Validate() error {
 		c.Observer = observer.NewBus(0)
 	}
 	return nil
+}
+
+// buildMCP turns the MCP settings into the session/new entries, refusing a file server that takes
+// the --mcp-command server's name.
+func (c *Config) buildMCP() error {
+	c.mcp = nil
+	if c.MCPCommand != "" {
+		env := []acp.EnvVariable{
+			{Name: "BUZZ_RELAY_URL", Value: c.RelayURL},
+			{Name: "BUZZ_PRIVATE_KEY", Value: protocol.Nsec(c.SecretKey)},
+		}
+		if c.AuthTag != "" {
+			env = append(env, acp.EnvVariable{Name: "BUZZ_AUTH_TAG", Value: c.AuthTag})
+		}
+		c.mcp = append(c.mcp, acp.McpServer{Name: mcpCommandName(c.MCPCommand), Command: c.MCPCommand, Args: []string{}, Env: env})
+	}
+	for i, s := range c.MCPServers {
+		if len(c.mcp) > 0 && s.Name == c.mcp[0].Name {
+			return fmt.Errorf("--mcp-servers: servers[%d].name: %q is already the --mcp-command server's name", i, s.Name)
+		}
+		env := make([]acp.EnvVariable, 0, len(s.Env))
+		for _, k := range s.EnvNames() {
+			env = append(env, acp.EnvVariable{Name: k, Value: s.Env[k]})
+		}
+		c.mcp = append(c.mcp, acp.McpServer{Name: s.Name, Command: s.Command, Args: s.Args, Env: env})
+	}
+	return nil
+}
+
+// mcpCommandName is the --mcp-command server's name, as upstream names it: the command's file
+// stem (/opt/bin/buzz-dev-mcp → buzz-dev-mcp), or "mcp" when there is none.
+func mcpCommandName(command string) string {
+	base := filepath.Base(command)
+	stem := strings.TrimSuffix(base, filepath.Ext(base))
+	switch {
+	case base == "." || base == string(filepath.Separator):
+		return "mcp"
+	case stem == "":
+		return base // a dot file: its stem is its whole name
+	}
+	return stem
 }

@@ -69,8 +69,10 @@ type sessionSpec struct {
 // that decides what a session is opened with: cwd, the spec system prompt, and _meta (title,
 // channel identity, buzz.conversationId, freshSession, claude-agent-acp's system prompt). MCP servers, model and mode
 // belong here too when they come (acp sends mcpServers: [] until then).
+// channel identity, freshSession, claude-agent-acp's system prompt) and MCP servers (the same
+// list for every session, built by Config.Validate). Model and mode belong here too when they come.
 func (o *sessionOpener) params(spec sessionSpec) acp.SessionParams {
-	p := acp.SessionParams{Cwd: o.cfg.AgentCwd, Meta: map[string]any{}}
+	p := acp.SessionParams{Cwd: o.cfg.AgentCwd, Meta: map[string]any{}, McpServers: o.cfg.mcp}
 	if ch := spec.channel; ch != nil {
 		if t := o.sessionTitle(*ch); t != "" {
 			p.Meta["sessionTitle"] = t

@@ -1,7 +1,13 @@
 package harness
 
 import (
+	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/buzz-harness/buzz/internal/acp"
+	"github.com/buzz-harness/buzz/internal/mcpconfig"
+	"github.com/buzz-harness/buzz/internal/protocol"
 )
 
 func TestSessionParamsCarryChannelIdentityTitleAndFreshInOneMeta(t *testing.T) {
@@ -39,5 +45,74 @@ func TestSessionParamsPutStandingContextWhereTheRouteCarriesIt(t *testing.T) {
 		if p := o.params(sessionSpec{route: r}); p.SystemPrompt != nil || len(p.Meta) != 0 {
 			t.Fatalf("%s with no standing text and no channel: %+v", r, p)
 		}
+	}
+}
+
+func TestSessionParamsCarryMcpCommandServerWithIdentityThenFileServers(t *testing.T) {
+	sk := strings.Repeat("01", 32)
+	cfg := &Config{
+		RelayURL: "ws://relay", SecretKey: sk, AgentCommand: "agent", AgentCwd: "/work",
+		MCPCommand: "/opt/bin/buzz-dev-mcp", AuthTag: `["auth","o","","sig"]`,
+		MCPServers: []mcpconfig.Server{{Name: "files", Command: "files-mcp", Args: []string{"-v"}, Env: map[string]string{"B": "2", "A": "1"}}},
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	o := &sessionOpener{cfg: cfg}
+	got := o.params(sessionSpec{route: RouteUserMessage}).McpServers
+	want := []acp.McpServer{
+		{Name: "buzz-dev-mcp", Command: "/opt/bin/buzz-dev-mcp", Args: []string{}, Env: []acp.EnvVariable{
+			{Name: "BUZZ_RELAY_URL", Value: "ws://relay"},
+			{Name: "BUZZ_PRIVATE_KEY", Value: protocol.Nsec(sk)},
+			{Name: "BUZZ_AUTH_TAG", Value: `["auth","o","","sig"]`},
+		}},
+		{Name: "files", Command: "files-mcp", Args: []string{"-v"}, Env: []acp.EnvVariable{{Name: "A", Value: "1"}, {Name: "B", Value: "2"}}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("mcpServers\n got %+v\nwant %+v", got, want)
+	}
+	if !strings.HasPrefix(want[0].Env[1].Value, "nsec1") {
+		t.Fatalf("private key %q is not bech32 nsec", want[0].Env[1].Value)
+	}
+
+	cfg.AuthTag, cfg.MCPServers = "", nil
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if env := o.params(sessionSpec{}).McpServers[0].Env; len(env) != 2 {
+		t.Fatalf("without BUZZ_AUTH_TAG the env is %+v; want relay and key only", env)
+	}
+	cfg.MCPCommand = ""
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if m := o.params(sessionSpec{}).McpServers; len(m) != 0 {
+		t.Fatalf("no MCP settings gave %+v", m)
+	}
+}
+
+func TestMcpCommandNameIsTheFileStem(t *testing.T) {
+	for cmd, want := range map[string]string{
+		"/opt/bin/buzz-dev-mcp": "buzz-dev-mcp",
+		"buzz-mcp":              "buzz-mcp",
+		"./tools/server.py":     "server",
+		"/x/a.b.c":              "a.b",
+		"/x/.hidden":            ".hidden",
+		"/":                     "mcp",
+	} {
+		if got := mcpCommandName(cmd); got != want {
+			t.Errorf("mcpCommandName(%q) = %q, want %q", cmd, got, want)
+		}
+	}
+}
+
+func TestValidateRefusesFileServerNamedLikeTheMcpCommandServer(t *testing.T) {
+	cfg := &Config{
+		SecretKey: strings.Repeat("01", 32), AgentCommand: "agent", AgentCwd: "/work",
+		MCPCommand: "/bin/buzz", MCPServers: []mcpconfig.Server{{Name: "a", Command: "a"}, {Name: "buzz", Command: "b"}},
+	}
+	err := cfg.Validate()
+	if err == nil || err.Error() != `--mcp-servers: servers[1].name: "buzz" is already the --mcp-command server's name` {
+		t.Fatalf("err = %v", err)
 	}
 }
