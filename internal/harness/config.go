@@ -20,6 +20,11 @@ type Config struct {
 	SecretKey string // the agent's key, hex
 	Owner     string // owner pubkey hex ("" = none)
 
+	// ChannelAddPolicy ("" = leave the agent's kind 10100 alone) is published at start, with
+	// AuthTag (NIP-OA JSON, "" = none) on it; see addpolicy.go.
+	ChannelAddPolicy string
+	AuthTag          string
+
 	AgentCommand string
 	AgentArgs    []string
 	AgentCwd     string // absolute; default the working directory
