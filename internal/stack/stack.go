@@ -14,17 +14,20 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/buzz-harness/buzz/internal/acpcmd"
 	"github.com/buzz-harness/buzz/internal/atomicfile"
+	"github.com/buzz-harness/buzz/internal/client"
 	"github.com/buzz-harness/buzz/internal/console"
 	"github.com/buzz-harness/buzz/internal/harness"
 	"github.com/buzz-harness/buzz/internal/observer"
 	"github.com/buzz-harness/buzz/internal/prompt"
 	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/protocol/ownerauth"
 	"github.com/buzz-harness/buzz/internal/relay"
 )
 
@@ -251,7 +254,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		AgentCommand:        agentCmd,
 		AgentArgs:           agentArgs,
 		AgentCwd:            cfg.AgentCwd,
-		AgentEnv:            agentEnv,
+		AgentEnv:            append(slices.Clip(agentEnv), ownerauth.EnvVar+"="+boot.AuthTag),
 		BuzzCLIDir:          cliDir,
 		SessionTitle:        info.AgentName,
 		BasePrompt:          prompt.DefaultBasePrompt(),
@@ -264,6 +267,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		Version:             "buzz-up",
 		RespondTo:           harness.RespondOwnerOnly,
 		ContextMessageLimit: acpcmd.DefaultContextMessageLimit,
+		// Published at every start, so an older data dir converges too.
+		ChannelAddPolicy: client.AddPolicyOwnerOnly,
+		AuthTag:          boot.AuthTag,
 	})
 	if err != nil {
 		stopRelayAndWait()
