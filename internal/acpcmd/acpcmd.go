@@ -96,7 +96,7 @@ func Command() *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if o.activityAddr != "" {
-				url, err := console.ServeActivity(ctx, o.activityAddr, cfg.Observer)
+				url, err := console.ServeActivity(ctx, o.activityAddr, cfg.Observer, cfg.SecretKey)
 				if err != nil {
 					return fmt.Errorf("--activity-addr: %w", err)
 				}
