@@ -38,6 +38,7 @@ type Config struct {
 	RelayURL    string        // relay URL (ws or http); "" = activity only
 	OwnerKey    string        // hex secret key the composer posts with
 	AgentPubkey string        // hex; the agent is labelled as such in the chat
+	HomeChannel string        // the stack's #general, listed first and marked ("" = none)
 	Bus         *observer.Bus // the harness activity feed; nil = none
 	Token       string        // "" = a fresh random token
 	Logger      *slog.Logger
@@ -70,7 +71,7 @@ func New(cfg Config) (*Server, error) {
 		s.token = hex.EncodeToString(b)
 	}
 	if cfg.RelayURL != "" && cfg.OwnerKey != "" {
-		c, err := newChat(cfg.RelayURL, cfg.OwnerKey, cfg.AgentPubkey, s.log)
+		c, err := newChat(cfg.RelayURL, cfg.OwnerKey, cfg.AgentPubkey, cfg.HomeChannel, s.log)
 		if err != nil {
 			return nil, err
 		}

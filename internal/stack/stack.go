@@ -276,7 +276,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return fail("harness: %v", err)
 	}
 
-	con, err := console.New(console.Config{RelayURL: info.HTTPURL, OwnerKey: ids.Owner.SecretKey, AgentPubkey: ids.Agent.Pubkey, Bus: bus, Logger: logger.With("part", "console"),
+	con, err := console.New(console.Config{RelayURL: info.HTTPURL, OwnerKey: ids.Owner.SecretKey, AgentPubkey: ids.Agent.Pubkey, HomeChannel: boot.ChannelID, Bus: bus, Logger: logger.With("part", "console"),
 		SecretKeys: []string{ids.Owner.SecretKey, ids.Agent.SecretKey}})
 	if err != nil {
 		stopRelayAndWait()
