@@ -18,6 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/buzz-harness/buzz/internal/client"
 	"github.com/buzz-harness/buzz/internal/cmdflag"
 	"github.com/buzz-harness/buzz/internal/console"
 	"github.com/buzz-harness/buzz/internal/harness"
@@ -73,6 +74,7 @@ type options struct {
 	activityLog, activityAddr, logLevel            string
 	selfAgent                                      bool
 	mcpCommand, mcpServers                         string
+	channelAddPolicy, authTag                      string
 }
 
 // Command returns the buzz-acp root command.
@@ -98,7 +100,7 @@ func Command() *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if o.activityAddr != "" {
-				url, err := console.ServeActivity(ctx, o.activityAddr, cfg.Observer)
+				url, err := console.ServeActivity(ctx, o.activityAddr, cfg.Observer, cfg.SecretKey)
 				if err != nil {
 					return fmt.Errorf("--activity-addr: %w", err)
 				}
@@ -115,6 +117,8 @@ func Command() *cobra.Command {
 	f.String(&o.relayURL, "relay-url", "BUZZ_RELAY_URL", "ws://localhost:3000", "relay WebSocket URL")
 	f.String(&o.privateKey, "private-key", "BUZZ_PRIVATE_KEY", "", "the agent's secret key (hex or nsec); required")
 	f.String(&o.owner, "agent-owner", "BUZZ_ACP_AGENT_OWNER", "", "owner pubkey (hex or npub): may run !cancel/!rotate/!shutdown")
+	f.String(&o.channelAddPolicy, "channel-add-policy", "BUZZ_ACP_CHANNEL_ADD_POLICY", "", "publish this channel_add_policy (anyone, owner_only, nobody) in the agent's kind 10100 at start (default: publish nothing)")
+	f.String(&o.authTag, "auth-tag", ownerauth.EnvVar, "", "the agent's NIP-OA auth tag JSON, put on the published kind 10100 (the relay's owner for owner_only)")
 	f.String(&o.agentCommand, "agent-command", "BUZZ_ACP_AGENT_COMMAND", defaultAgent, "ACP agent to run (under \"buzz acp\", falls back to \"buzz agent\" when no buzz-agent is installed)")
 	f.String(&o.agentArgs, "agent-args", "BUZZ_ACP_AGENT_ARGS", "", "agent arguments, comma-separated")
 	f.String(&o.agentCwd, "agent-cwd", "BUZZ_ACP_AGENT_CWD", "", "agent working directory (default: current directory)")
@@ -201,7 +205,6 @@ func (o *options) config(stderr io.Writer) (harness.Config, func(), error) {
 		Version:                       Version,
 		BuzzCLIDir:                    harness.BuzzCLIDir(),
 		MCPCommand:                    o.mcpCommand,
-		AuthTag:                       os.Getenv(ownerauth.EnvVar),
 	}
 	if o.mcpServers != "" {
 		if cfg.MCPServers, err = mcpconfig.Load(o.mcpServers); err != nil {
@@ -214,6 +217,18 @@ func (o *options) config(stderr io.Writer) (harness.Config, func(), error) {
 	if o.owner != "" {
 		if cfg.Owner, err = protocol.ParsePubkey(o.owner); err != nil {
 			return cfg, noop, fmt.Errorf("--agent-owner: %w", err)
+		}
+	}
+	if o.channelAddPolicy != "" {
+		if err := client.CheckAddPolicy(o.channelAddPolicy); err != nil {
+			return cfg, noop, fmt.Errorf("--channel-add-policy: %w", err)
+		}
+		cfg.ChannelAddPolicy = o.channelAddPolicy
+	}
+	if cfg.AuthTag = strings.TrimSpace(o.authTag); cfg.AuthTag != "" {
+		agent, _ := protocol.PublicKey(sk)
+		if _, err := ownerauth.ResolveOwner(cfg.AuthTag, agent); err != nil {
+			return cfg, noop, fmt.Errorf("--auth-tag / %s: %w", ownerauth.EnvVar, err)
 		}
 	}
 	if o.allowlist != "" {

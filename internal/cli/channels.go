@@ -6,6 +6,7 @@ import (
 
 	"github.com/buzz-harness/buzz/internal/client"
 	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/protocol/ownerauth"
 	"github.com/google/uuid"
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/spf13/cobra"
@@ -174,8 +175,34 @@ func (a *app) channelsCommand() *cobra.Command {
 	})
 	requiredString(members, &memCh, "channel", "channel UUID")
 
+	var policy string
+	setPolicy := a.leaf("set-add-policy", "Set who may add you to channels (kind 10100 channel_add_policy)", func(ctx context.Context, cmd *cobra.Command) (any, error) {
+		if err := client.CheckAddPolicy(policy); err != nil {
+			return nil, usageError("--policy: %s", err)
+		}
+		b, err := a.bridge()
+		if err != nil {
+			return nil, err
+		}
+		// The relay takes the owner that owner_only admits from the auth tag on this event.
+		if tag := a.options().AuthTag; tag != "" {
+			if _, err := ownerauth.ResolveOwner(tag, b.PublicKey()); err != nil {
+				return nil, usageError("--auth-tag / BUZZ_AUTH_TAG: %s", err)
+			}
+		}
+		res, err := client.PublishAddPolicy(ctx, b, policy, a.options().AuthTag)
+		if err != nil {
+			return nil, err
+		}
+		if !res.Accepted {
+			return nil, rejected(res.Message)
+		}
+		return writeResult{EventID: res.EventID, Accepted: true, Message: res.Message}, nil
+	})
+	requiredString(setPolicy, &policy, "policy", "anyone, owner_only or nobody")
+
 	return group("channels", "Channels",
-		list, get, create,
+		list, get, create, setPolicy,
 		a.channelWrite("join", "Join an open channel (kind 9021)", protocol.KindJoinRequest, false),
 		a.channelWrite("leave", "Leave a channel (kind 9022)", protocol.KindLeaveRequest, false),
 		members,

@@ -40,6 +40,10 @@ type channelInfo struct {
 	ID      string   `json:"id"`
 	Name    string   `json:"name"`
 	Members []person `json:"members"`
+	// Home marks the stack's own #general; anyone can name a channel "general".
+	Home bool `json:"home,omitempty"`
+	// Owners are the members with the owner role, so a lookalike shows whose it is.
+	Owners []person `json:"owners"`
 }
 
 // message is one chat message as the browser sees it.
@@ -107,6 +111,7 @@ type chat struct {
 	live   *client.Live
 	owner  string
 	agent  string
+	home   string // the stack's #general ("" = none)
 	log    *slog.Logger
 	hub    *hub
 
@@ -114,7 +119,7 @@ type chat struct {
 	names map[string]string // pubkey → profile name
 }
 
-func newChat(relayURL, ownerKey, agent string, log *slog.Logger) (*chat, error) {
+func newChat(relayURL, ownerKey, agent, home string, log *slog.Logger) (*chat, error) {
 	sk, err := protocol.ParseSecretKey(ownerKey)
 	if err != nil {
 		return nil, err
@@ -125,6 +130,7 @@ func newChat(relayURL, ownerKey, agent string, log *slog.Logger) (*chat, error) 
 		live:   client.NewLive(client.LiveConfig{RelayURL: relayURL, SecretKey: sk, Logger: log}),
 		owner:  b.PublicKey(),
 		agent:  agent,
+		home:   home,
 		log:    log,
 		hub:    newHub(),
 		names:  map[string]string{},
@@ -236,20 +242,18 @@ func (c *chat) state(ctx context.Context) (stateResp, error) {
 		if meta.Archived {
 			continue
 		}
-		ci := channelInfo{ID: meta.ID, Name: meta.Name, Members: []person{}}
+		ci := channelInfo{ID: meta.ID, Name: meta.Name, Members: []person{}, Owners: []person{}, Home: meta.ID == c.home}
 		for _, m := range members[meta.ID] {
 			p := c.person(m.Pubkey)
 			p.Role = m.Role
 			ci.Members = append(ci.Members, p)
+			if m.Role == protocol.RoleOwner {
+				ci.Owners = append(ci.Owners, p)
+			}
 		}
 		st.Channels = append(st.Channels, ci)
 	}
-	sort.Slice(st.Channels, func(i, j int) bool {
-		if (st.Channels[i].Name == "general") != (st.Channels[j].Name == "general") {
-			return st.Channels[i].Name == "general"
-		}
-		return st.Channels[i].Name < st.Channels[j].Name
-	})
+	sortChannels(st.Channels)
 	owner := c.person(c.owner)
 	st.Owner = &owner
 	if c.agent != "" {
@@ -263,6 +267,21 @@ func (c *chat) state(ctx context.Context) (stateResp, error) {
 		c.live.Subscribe(liveSubID, nostr.Filter{Kinds: kinds, Tags: nostr.TagMap{"h": ids}, Since: &since})
 	}
 	return st, nil
+}
+
+// sortChannels orders the list the same way on every load: the stack's own #general first, then
+// by name, then by id (two channels may share a name).
+func sortChannels(cs []channelInfo) {
+	sort.Slice(cs, func(i, j int) bool {
+		a, b := cs[i], cs[j]
+		if a.Home != b.Home {
+			return a.Home
+		}
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		return a.ID < b.ID
+	})
 }
 
 // history returns a channel's recent messages, oldest first, each with its reactions.

@@ -8,6 +8,7 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -37,9 +38,13 @@ type Config struct {
 	RelayURL    string        // relay URL (ws or http); "" = activity only
 	OwnerKey    string        // hex secret key the composer posts with
 	AgentPubkey string        // hex; the agent is labelled as such in the chat
+	HomeChannel string        // the stack's #general, listed first and marked ("" = none)
 	Bus         *observer.Bus // the harness activity feed; nil = none
 	Token       string        // "" = a fresh random token
 	Logger      *slog.Logger
+	// SecretKeys (hex) are cut out of the activity stream wherever they appear, besides what
+	// observer.Redact finds: an agent that echoes its own key bare is not caught by any pattern.
+	SecretKeys []string
 }
 
 // Server is the console as an http.Handler. Call Run alongside serving to get live messages.
@@ -66,7 +71,7 @@ func New(cfg Config) (*Server, error) {
 		s.token = hex.EncodeToString(b)
 	}
 	if cfg.RelayURL != "" && cfg.OwnerKey != "" {
-		c, err := newChat(cfg.RelayURL, cfg.OwnerKey, cfg.AgentPubkey, s.log)
+		c, err := newChat(cfg.RelayURL, cfg.OwnerKey, cfg.AgentPubkey, cfg.HomeChannel, s.log)
 		if err != nil {
 			return nil, err
 		}
@@ -245,7 +250,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 		msgs = s.chat.hub.subscribe(ctx)
 	}
 	for _, e := range snap {
-		if !writeActivity(w, e) {
+		if !s.writeActivity(w, e) {
 			return
 		}
 	}
@@ -261,7 +266,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 			if !ok {
 				return
 			}
-			if !writeActivity(w, e) {
+			if !s.writeActivity(w, e) {
 				return
 			}
 		case m, ok := <-msgs:
@@ -280,11 +285,51 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 
 // writeActivity forwards one activity event. Raw ACP lines are left out: they are the
 // --activity-log's job and would drown the view.
-func writeActivity(w http.ResponseWriter, e observer.Event) bool {
+// Its data is redacted as the activity log is, and the known secret keys are cut out as well.
+func (s *Server) writeActivity(w http.ResponseWriter, e observer.Event) bool {
 	if e.Type == observer.TypeACPLine {
 		return true
 	}
-	return writeEvent(w, "activity", e)
+	line := string(bytes.TrimSuffix(observer.MarshalLine(e), []byte("\n")))
+	for _, sk := range s.cfg.SecretKeys {
+		if len(sk) == 64 {
+			line = replaceFold(line, sk, observer.Redacted)
+		}
+	}
+	_, err := fmt.Fprintf(w, "event: activity\ndata: %s\n\n", line)
+	return err == nil
+}
+
+// replaceFold replaces every ASCII-case-insensitive occurrence of the ASCII string old in s.
+func replaceFold(s, old, repl string) string {
+	lower, o := asciiLower(s), asciiLower(old)
+	if !strings.Contains(lower, o) {
+		return s
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(lower, o)
+		if i < 0 {
+			break
+		}
+		b.WriteString(s[:i])
+		b.WriteString(repl)
+		s, lower = s[i+len(old):], lower[i+len(old):]
+	}
+	b.WriteString(s)
+	return b.String()
+}
+
+// asciiLower lower-cases A–Z only, so byte offsets stay those of the original (strings.ToLower
+// can change the length of non-ASCII text).
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }
 
 func writeEvent(w http.ResponseWriter, name string, v any) bool {
@@ -355,8 +400,8 @@ func Serve(ctx context.Context, ln net.Listener, s *Server) error {
 // ServeActivity serves the activity view of bus on addr (e.g. "127.0.0.1:3001") until ctx ends.
 // It returns once listening, with the URL (token included) to print; listen errors come back
 // at once. This is what buzz-acp --activity-addr uses.
-func ServeActivity(ctx context.Context, addr string, bus *observer.Bus) (string, error) {
-	s, err := New(Config{Bus: bus})
+func ServeActivity(ctx context.Context, addr string, bus *observer.Bus, secretKeys ...string) (string, error) {
+	s, err := New(Config{Bus: bus, SecretKeys: secretKeys})
 	if err != nil {
 		return "", err
 	}

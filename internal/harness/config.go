@@ -24,6 +24,11 @@ type Config struct {
 	SecretKey string // the agent's key, hex
 	Owner     string // owner pubkey hex ("" = none)
 
+	// ChannelAddPolicy ("" = leave the agent's kind 10100 alone) is published at start, with
+	// AuthTag (NIP-OA JSON, "" = none) on it; see addpolicy.go.
+	ChannelAddPolicy string
+	AuthTag          string
+
 	AgentCommand string
 	AgentArgs    []string
 	AgentCwd     string // absolute; default the working directory
@@ -75,7 +80,6 @@ type Config struct {
 	// relay, key and AuthTag (BUZZ_AUTH_TAG), then MCPServers (--mcp-servers) as written.
 	MCPCommand string
 	MCPServers []mcpconfig.Server
-	AuthTag    string
 	mcp        []acp.McpServer // built by Validate
 
 	Logger   *slog.Logger

@@ -155,6 +155,9 @@ func (h *Harness) Run(ctx context.Context) error {
 	h.tasks.Go(func() { liveErr <- h.live.Run(liveCtx) })
 	h.ack.start(ctx, h.live)
 
+	if err := h.publishAddPolicy(ctx); err != nil {
+		return err
+	}
 	if err := h.discover(ctx, since); err != nil {
 		return err
 	}

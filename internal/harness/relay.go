@@ -124,11 +124,15 @@ func (rc *relayClient) fetchContext(ctx context.Context, ch channel, root string
 		replies := nostr.Filter{Kinds: protocol.MessageKinds, Tags: nostr.TagMap{"e": {ref.Root}, "h": {ch.ID}}, Limit: limit + 1}
 		mine := replies
 		mine.Authors, mine.Limit = []string{rc.self}, 1
-		evs, err := rc.query(ctx, nostr.Filter{IDs: []string{ref.Root}, Limit: 1}, replies, mine)
+		// Every query names this channel: an e tag written by anyone may point at an event of a
+		// channel the sender cannot read but the agent can, and that must not reach the prompt.
+		root := nostr.Filter{IDs: []string{ref.Root}, Tags: nostr.TagMap{"h": {ch.ID}}, Limit: 1}
+		evs, err := rc.query(ctx, root, replies, mine)
 		if err != nil {
 			rc.log.Warn("thread context fetch failed", "channel", ch.ID, "err", err)
 			return nil
 		}
+		evs = inChannel(evs, ch.ID)
 		var agentNewest *nostr.Event
 		for i := range evs {
 			if evs[i].PubKey == rc.self && evs[i].ID != ref.Root && (agentNewest == nil || evs[i].CreatedAt > agentNewest.CreatedAt) {
@@ -152,10 +156,21 @@ func (rc *relayClient) fetchContext(ctx context.Context, ch channel, root string
 			rc.log.Warn("conversation context fetch failed", "channel", ch.ID, "err", err)
 			return nil
 		}
-		w := prompt.BuildConversationContext(evs, limit)
+		w := prompt.BuildConversationContext(inChannel(evs, ch.ID), limit)
 		return &w
 	}
 	return nil
+}
+
+// inChannel keeps the events whose h tag is channel, whatever the relay answered.
+func inChannel(evs []nostr.Event, channel string) []nostr.Event {
+	out := evs[:0]
+	for _, ev := range evs {
+		if id, _ := protocol.ChannelID(ev.Tags); id == channel {
+			out = append(out, ev)
+		}
+	}
+	return out
 }
 
 // profileTTL is how long a fetched kind-0 profile (or its absence) is trusted.

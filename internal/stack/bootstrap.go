@@ -15,6 +15,7 @@ import (
 	"github.com/buzz-harness/buzz/internal/atomicfile"
 	"github.com/buzz-harness/buzz/internal/client"
 	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/protocol/ownerauth"
 )
 
 // state is what the data dir remembers besides keys: the general channel and the agent's name.
@@ -48,11 +49,14 @@ func writeState(dataDir string, st state) error {
 type booted struct {
 	ChannelID string
 	AgentName string
+	AuthTag   string // the owner's NIP-OA attestation of the agent, BUZZ_AUTH_TAG form
 }
 
 // bootstrap makes sure the relay has what the stack needs, creating only what is missing: the
-// #general channel with owner and agent as members, and both profiles. It is idempotent, so a
-// later start changes nothing (and a relay database that was deleted is repopulated).
+// #general channel, private, with owner and agent as members, and both profiles. It is
+// idempotent, so a later start changes nothing (and a relay database that was deleted is
+// repopulated); a #general made open by an older version is turned private. It also issues the
+// agent's auth tag, signed by the owner, which the harness puts on the agent's channel add policy.
 func bootstrap(ctx context.Context, relayURL, dataDir string, ids Identities, agentName string) (booted, error) {
 	st, err := readState(dataDir)
 	if err != nil {
@@ -67,6 +71,12 @@ func bootstrap(ctx context.Context, relayURL, dataDir string, ids Identities, ag
 		return booted{}, err
 	}
 
+	tag, err := ownerauth.Issue(ids.Owner.SecretKey, ids.Agent.Pubkey, "", nil)
+	if err != nil {
+		return booted{}, fmt.Errorf("agent auth tag: %w", err)
+	}
+
+	// #general is private: what the owner tells the agent there is nobody else's to read.
 	ch := st.GeneralChannel
 	if ch != "" {
 		evs, err := owner.Query(ctx, client.F(nostr.Filter{Kinds: []int{protocol.KindGroupMetadata}, Tags: nostr.TagMap{"d": {ch}}, Limit: 1})...)
@@ -75,12 +85,16 @@ func bootstrap(ctx context.Context, relayURL, dataDir string, ids Identities, ag
 		}
 		if len(evs) == 0 {
 			ch = ""
+		} else if protocol.ParseChannelMeta(&evs[0]).Visibility() != protocol.VisibilityPrivate {
+			if err := publish(ctx, owner, protocol.KindEditMetadata, nostr.Tags{{"h", ch}, {"visibility", protocol.VisibilityPrivate}}, ""); err != nil {
+				return booted{}, fmt.Errorf("make #general private: %w", err)
+			}
 		}
 	}
 	if ch == "" {
 		ch = uuid.NewString()
 		if err := publish(ctx, owner, protocol.KindCreateGroup, nostr.Tags{{"h", ch}, {"name", "general"},
-			{"about", "Talk with your agent"}, {"visibility", protocol.VisibilityOpen}, {"channel_type", protocol.TypeStream}}, ""); err != nil {
+			{"about", "Talk with your agent"}, {"visibility", protocol.VisibilityPrivate}, {"channel_type", protocol.TypeStream}}, ""); err != nil {
 			return booted{}, fmt.Errorf("create #general: %w", err)
 		}
 	}
@@ -109,7 +123,7 @@ func bootstrap(ctx context.Context, relayURL, dataDir string, ids Identities, ag
 			return booted{}, err
 		}
 	}
-	return booted{ChannelID: ch, AgentName: agentName}, nil
+	return booted{ChannelID: ch, AgentName: agentName, AuthTag: tag.JSON()}, nil
 }
 
 // ensureProfile publishes a kind 0 profile unless one exists (a profile changed later by the

@@ -14,17 +14,20 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/buzz-harness/buzz/internal/acpcmd"
 	"github.com/buzz-harness/buzz/internal/atomicfile"
+	"github.com/buzz-harness/buzz/internal/client"
 	"github.com/buzz-harness/buzz/internal/console"
 	"github.com/buzz-harness/buzz/internal/harness"
 	"github.com/buzz-harness/buzz/internal/observer"
 	"github.com/buzz-harness/buzz/internal/prompt"
 	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/protocol/ownerauth"
 	"github.com/buzz-harness/buzz/internal/relay"
 )
 
@@ -253,7 +256,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		AgentCommand:        agentCmd,
 		AgentArgs:           agentArgs,
 		AgentCwd:            cfg.AgentCwd,
-		AgentEnv:            agentEnv,
+		AgentEnv:            append(slices.Clip(agentEnv), ownerauth.EnvVar+"="+boot.AuthTag),
 		BuzzCLIDir:          cliDir,
 		SessionTitle:        info.AgentName,
 		BasePrompt:          prompt.DefaultBasePrompt(),
@@ -267,13 +270,17 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		Version:             "buzz-up",
 		RespondTo:           harness.RespondOwnerOnly,
 		ContextMessageLimit: acpcmd.DefaultContextMessageLimit,
+		// Published at every start, so an older data dir converges too.
+		ChannelAddPolicy: client.AddPolicyOwnerOnly,
+		AuthTag:          boot.AuthTag,
 	})
 	if err != nil {
 		stopRelayAndWait()
 		return fail("harness: %v", err)
 	}
 
-	con, err := console.New(console.Config{RelayURL: info.HTTPURL, OwnerKey: ids.Owner.SecretKey, AgentPubkey: ids.Agent.Pubkey, Bus: bus, Logger: logger.With("part", "console")})
+	con, err := console.New(console.Config{RelayURL: info.HTTPURL, OwnerKey: ids.Owner.SecretKey, AgentPubkey: ids.Agent.Pubkey, HomeChannel: boot.ChannelID, Bus: bus, Logger: logger.With("part", "console"),
+		SecretKeys: []string{ids.Owner.SecretKey, ids.Agent.SecretKey}})
 	if err != nil {
 		stopRelayAndWait()
 		return fail("console: %v", err)

@@ -216,6 +216,12 @@ func cli(t *testing.T, bin, relay, dataDir string, args ...string) []byte {
 
 func pubkeyOf(t *testing.T, keyFile string) string {
 	t.Helper()
+	pk, _ := protocol.PublicKey(secretOf(t, keyFile))
+	return pk
+}
+
+func secretOf(t *testing.T, keyFile string) string {
+	t.Helper()
 	b, err := os.ReadFile(keyFile)
 	if err != nil {
 		t.Fatal(err)
@@ -224,8 +230,7 @@ func pubkeyOf(t *testing.T, keyFile string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pk, _ := protocol.PublicKey(sk)
-	return pk
+	return sk
 }
 
 // waitReply polls `buzz messages get` until the agent has answered the message parentID.
@@ -328,6 +333,7 @@ func TestUpAnswersMentionStopsOnSIGINTWithoutLeftoversAndResumesOnSecondStart(t 
 			t.Errorf("%s: mode %v (err %v), want 0600", f, st.Mode().Perm(), err)
 		}
 	}
+	checkStackLockedDown(t, first.banner.relayHTTP, first.banner.channel, secretOf(t, filepath.Join(dataDir, "owner.key")), agentPK)
 	// The banner's copy-paste line works as printed.
 	id := send(t, bin, first.banner.relayHTTP, dataDir, first.banner.channel, "@"+first.banner.agentName+" hello")
 	if reply := waitReply(t, bin, first.banner.relayHTTP, dataDir, first.banner.channel, agentPK, id); !strings.Contains(reply, "hello") {

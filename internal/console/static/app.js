@@ -61,10 +61,16 @@ function renderChannels() {
   ul.replaceChildren();
   for (const c of S.channels.values()) {
     const turns = S.acts.has(c.id) ? S.acts.get(c.id).turns.size : 0;
+    // The stack's own #general is marked; any other channel names its owners, so a lookalike
+    // "#general" made by someone else shows whose it is.
+    const owners = (c.owners || []).map((p) => p.name).join(", ");
+    const mark = c.home
+      ? el("span", { class: "home", title: "this stack's own channel", text: "★" })
+      : owners ? el("span", { class: "owners", title: "channel owners", text: "by " + owners }) : null;
     ul.append(el("li", {
       class: c.id === S.current ? "active" : "", "data-channel": c.id,
       onclick: () => selectChannel(c.id),
-    }, channelName(c.id), turns ? el("span", { class: "badge", title: "agent turns", text: turns + (turns === 1 ? " turn" : " turns") }) : null));
+    }, channelName(c.id), mark, turns ? el("span", { class: "badge", title: "agent turns", text: turns + (turns === 1 ? " turn" : " turns") }) : null));
   }
 }
 
@@ -109,7 +115,11 @@ async function loadState() {
   S.owner = st.owner;
   S.agent = st.agent;
   $("who").textContent = "posting as " + st.owner.name + (st.agent ? " · agent: @" + st.agent.name : "");
-  for (const c of st.channels) S.channels.set(c.id, c);
+  // The server's order (home first, then by name and id); channels seen only in activity keep
+  // their place after it.
+  const seen = S.channels;
+  S.channels = new Map(st.channels.map((c) => [c.id, c]));
+  for (const [id, c] of seen) if (!S.channels.has(id)) S.channels.set(id, c);
   renderChannels();
   // Activity may have selected a channel before its name was known: refresh title and history.
   if (S.current) selectChannel(S.current);
