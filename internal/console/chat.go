@@ -111,7 +111,7 @@ type chat struct {
 	log    *slog.Logger
 	hub    *hub
 
-	mem   *engram.Pair // owner side of the agent's memory; nil without an agent
+	mem *engram.Pair // owner side of the agent's memory; nil without an agent
 
 	mu    sync.Mutex
 	names map[string]string // pubkey → profile name
