@@ -104,7 +104,13 @@ type cliError struct {
 // fails runs the binary, requires exit code want and returns the JSON error from stderr.
 func (u *user) fails(want int, args ...string) cliError {
 	u.t.Helper()
-	r := u.buzz("", args...)
+	return u.failsIn(want, "", args...)
+}
+
+// failsIn is fails with stdin fed to the binary.
+func (u *user) failsIn(want int, stdin string, args ...string) cliError {
+	u.t.Helper()
+	r := u.buzz(stdin, args...)
 	if r.code != want {
 		u.t.Fatalf("buzz %v: exit %d, want %d (stdout %q stderr %q)", args, r.code, want, r.stdout, r.stderr)
 	}

@@ -218,7 +218,7 @@ func TestConsoleComposerMentionGetsThreadedReplyAndSpecRouteSystemPromptCard(t *
 	}
 	screenshot(t, ctx, "console-chat.png")
 
-	checkSystemPromptCard(t, ctx, "system_prompt", []string{"[Workspace]", "[Base]", "[System]", "[Team Instructions]"})
+	checkSystemPromptCard(t, ctx, "system_prompt", []string{"[Workspace]", "[Base]", "[System]", "[Team Instructions]", "[Agent Memory — core]"})
 	// The rest of the turn: prompt context, the prompt, streamed reply and the stop reason.
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`.card.end[data-stop="end_turn"]`))); err != nil {
 		t.Fatalf("turn end not shown: %v", err)
@@ -255,7 +255,15 @@ func TestConsoleShowsUserMessageRouteSystemPromptSplitIntoSections(t *testing.T)
 		t.Fatal(err)
 	}
 	sendFromComposer(t, ctx, "@"+info.AgentName+" hi")
-	checkSystemPromptCard(t, ctx, "user_message", []string{"[Base]", "[System]", "[Team Instructions]"})
+	// A fresh stack's agent has no core memory yet, so its memory section is the onboarding nudge,
+	// and the sidebar's memory panel says there is none.
+	checkSystemPromptCard(t, ctx, "user_message", []string{"[Base]", "[System]", "[Team Instructions]", "[Agent Memory — core]"})
+	if err := chromedp.Do(ctx, chromedp.WaitReady(chromedp.CSS(`#memory:not([hidden])`))); err != nil {
+		t.Fatalf("memory panel never shown: %v", err)
+	}
+	if mem, err := textsOf(ctx, `#memory-core`); err != nil || len(mem) != 1 || !strings.Contains(mem[0], "none yet") {
+		t.Errorf("memory panel = %q (err %v); want the none-yet note", mem, err)
+	}
 	ctxCard, err := textsOf(ctx, `.card.ctx`)
 	if err != nil || len(ctxCard) == 0 || !strings.Contains(ctxCard[0], "standing includedyes") {
 		t.Errorf("prompt context card = %q (err %v); want standing included", ctxCard, err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/buzz-harness/buzz/internal/client"
 	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/protocol/engram"
 )
 
 // Limits for what the composer may send and how much history a channel view loads.
@@ -115,8 +116,39 @@ type chat struct {
 	log    *slog.Logger
 	hub    *hub
 
+	mem *engram.Pair // owner side of the agent's memory; nil without an agent
+
 	mu    sync.Mutex
 	names map[string]string // pubkey → profile name
+}
+
+// memoryResp is the agent's core memory as the owner reads it: State is "found" (Profile set),
+// "absent" (the relay has none), "unreadable" (records exist but none validate and decrypt) or
+// "none" (no agent configured).
+type memoryResp struct {
+	State     string `json:"state"`
+	Profile   string `json:"profile,omitempty"`
+	EventID   string `json:"eventId,omitempty"`
+	CreatedAt int64  `json:"createdAt,omitempty"`
+}
+
+// memory reads the agent's core engram with the owner's key (NIP-AE: both sides share K_c).
+func (c *chat) memory(ctx context.Context) (memoryResp, error) {
+	if c.mem == nil {
+		return memoryResp{State: "none"}, nil
+	}
+	evs, err := c.bridge.Query(ctx, client.F(c.mem.HeadFilter(engram.CoreSlug))...)
+	if err != nil {
+		return memoryResp{}, err
+	}
+	head, ok, invalid := c.mem.Head(evs, engram.CoreSlug)
+	switch {
+	case ok:
+		return memoryResp{State: "found", Profile: head.Body.Text, EventID: head.Event.ID, CreatedAt: int64(head.Event.CreatedAt)}, nil
+	case len(evs) > 0 && invalid == len(evs):
+		return memoryResp{State: "unreadable"}, nil
+	}
+	return memoryResp{State: "absent"}, nil
 }
 
 func newChat(relayURL, ownerKey, agent, home string, log *slog.Logger) (*chat, error) {
@@ -125,7 +157,14 @@ func newChat(relayURL, ownerKey, agent, home string, log *slog.Logger) (*chat, e
 		return nil, err
 	}
 	b := client.NewBridge(relayURL, sk)
+	var mem *engram.Pair
+	if agent != "" {
+		if mem, err = engram.OwnerSide(sk, agent); err != nil {
+			return nil, err
+		}
+	}
 	return &chat{
+		mem:    mem,
 		bridge: b,
 		live:   client.NewLive(client.LiveConfig{RelayURL: relayURL, SecretKey: sk, Logger: log}),
 		owner:  b.PublicKey(),

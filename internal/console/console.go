@@ -86,6 +86,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /api/messages", s.guard(s.messages))
 	s.mux.HandleFunc("POST /api/messages", s.guard(s.post))
 	s.mux.HandleFunc("GET /api/stream", s.guard(s.stream))
+	s.mux.HandleFunc("GET /api/memory", s.guard(s.memory))
 	return s, nil
 }
 
@@ -186,6 +187,19 @@ func (s *Server) state(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) memory(w http.ResponseWriter, r *http.Request) {
+	if s.chat == nil {
+		writeJSON(w, http.StatusOK, memoryResp{State: "none"})
+		return
+	}
+	m, err := s.chat.memory(r.Context())
+	if err != nil {
+		writeJSON(w, http.StatusBadGateway, map[string]string{"error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, m)
 }
 
 func (s *Server) messages(w http.ResponseWriter, r *http.Request) {

@@ -149,7 +149,7 @@ func agentEnv(cfg *Config) []string {
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
-		case "BUZZ_RELAY_URL", "BUZZ_PRIVATE_KEY", "BUZZ_ACP_PRIVATE_KEY", "PATH":
+		case "BUZZ_RELAY_URL", "BUZZ_PRIVATE_KEY", "BUZZ_ACP_PRIVATE_KEY", "BUZZ_AGENT_OWNER", "PATH":
 			continue
 		}
 		env = append(env, kv)
@@ -162,6 +162,9 @@ func agentEnv(cfg *Config) []string {
 		"BUZZ_RELAY_URL="+cfg.RelayURL,
 		"BUZZ_PRIVATE_KEY="+protocol.Nsec(cfg.SecretKey),
 	)
+	if cfg.Owner != "" {
+		env = append(env, "BUZZ_AGENT_OWNER="+cfg.Owner) // whose memory `buzz mem` reads and writes
+	}
 	return append(env, cfg.AgentEnv...)
 }
 

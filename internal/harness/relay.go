@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/buzz-harness/buzz/internal/client"
 	"github.com/buzz-harness/buzz/internal/prompt"
 	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/protocol/engram"
 )
 
 const fetchTimeout = 3 * time.Second
@@ -36,10 +38,7 @@ func (rc *relayClient) standing(ctx context.Context, ch channel, withRelay bool)
 		return s
 	}
 	if rc.cfg.Memory {
-		if evs, err := rc.query(ctx, nostr.Filter{Kinds: []int{protocol.KindEngram}, Authors: []string{rc.self},
-			Tags: nostr.TagMap{"d": {"core"}}, Limit: 1}); err == nil && len(evs) > 0 {
-			s.Core = evs[0].Content
-		}
+		s.Core = rc.coreMemory(ctx)
 	}
 	if ch.Type != protocol.TypeDM {
 		if evs, err := rc.query(ctx, nostr.Filter{Kinds: []int{protocol.KindCanvas}, Tags: nostr.TagMap{"h": {ch.ID}}, Limit: 1}); err == nil && len(evs) > 0 {
@@ -47,6 +46,41 @@ func (rc *relayClient) standing(ctx context.Context, ch channel, withRelay bool)
 		}
 	}
 	return s
+}
+
+// CoreNudge is the core-memory section when the agent has confirmed-no core record yet: it tells
+// the agent what core memory is for and how to write it.
+const CoreNudge = "You have no core memory yet. Core memory is the short profile you carry into every " +
+	"new session: who you are, who you work for, your rules and your goals. Ask your user about " +
+	"yourself, then save it by piping the text to `buzz mem set core -`."
+
+// coreMemory fetches the agent's core engram (NIP-AE) for a new session's standing context: the
+// profile when there is one, CoreNudge when the relay confirms there is none, and "" (no
+// section) without an owner or when the answer is unreadable or the relay unreachable — an outage
+// must never look like an empty memory and invite the agent to start over.
+func (rc *relayClient) coreMemory(ctx context.Context) string {
+	if rc.cfg.Owner == "" {
+		return ""
+	}
+	p, err := engram.AgentSide(rc.cfg.SecretKey, rc.cfg.Owner)
+	if err != nil {
+		rc.log.Warn("core memory: no key pair", "err", err)
+		return ""
+	}
+	evs, err := rc.query(ctx, p.HeadFilter(engram.CoreSlug))
+	if err != nil {
+		rc.log.Warn("core memory: query failed; no memory section", "err", err)
+		return ""
+	}
+	profile, found, err := p.Core(evs)
+	switch {
+	case err != nil:
+		rc.log.Warn("core memory: unreadable; no memory section", "err", err, "events", len(evs))
+		return ""
+	case !found || strings.TrimSpace(profile) == "":
+		return CoreNudge
+	}
+	return profile
 }
 
 // query runs one bridge query with the fetch timeout and a single retry.

@@ -121,9 +121,26 @@ async function loadState() {
   S.channels = new Map(st.channels.map((c) => [c.id, c]));
   for (const [id, c] of seen) if (!S.channels.has(id)) S.channels.set(id, c);
   renderChannels();
+  loadMemory();
   // Activity may have selected a channel before its name was known: refresh title and history.
   if (S.current) selectChannel(S.current);
   else if (st.channels.length) selectChannel(st.channels[0].id);
+}
+
+// The agent's core memory, read with the owner's key: the profile it starts each session with.
+const MEMORY_TEXT = {
+  absent: "(none yet: the agent is asked to write one with buzz mem set core -)",
+  unreadable: "(the relay holds a core record that cannot be read)",
+};
+
+async function loadMemory() {
+  const m = await api("/api/memory").catch((e) => ({ state: "error", error: e.message }));
+  if (m.state === "none") return;
+  $("memory").hidden = false;
+  const pre = $("memory-core");
+  pre.textContent = m.state === "found" ? m.profile
+    : MEMORY_TEXT[m.state] || "(could not load: " + (m.error || m.state) + ")";
+  pre.classList.toggle("muted", m.state !== "found");
 }
 
 async function loadHistory(id) {
@@ -569,6 +586,7 @@ function connect() {
 }
 
 $("tab-chat").addEventListener("click", () => setView("chat"));
+$("memory-reload").addEventListener("click", loadMemory);
 $("tab-activity").addEventListener("click", () => setView("activity"));
 $("composer").addEventListener("submit", send);
 $("reply-cancel").addEventListener("click", () => { S.replyTo = null; renderReplyBar(); });
