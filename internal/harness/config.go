@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/buzz-harness/buzz/internal/observer"
@@ -16,7 +17,10 @@ var DefaultKinds = []int{9, 46010, 40007}
 
 // Config is everything buzz-acp needs; cmd/buzz-acp fills it from flags and env.
 type Config struct {
-	RelayURL  string // ws:// or http:// URL of the relay
+	RelayURL string // ws:// or http:// URL of the relay; names the session scope
+	// RelayURLs, when set, are all relays to try in order (RelayURL first): the live session
+	// and the bridge fail over along them. The agent's BUZZ_RELAY_URL is RelayURL only.
+	RelayURLs []string
 	SecretKey string // the agent's key, hex
 	Owner     string // owner pubkey hex ("" = none)
 
@@ -127,4 +131,12 @@ func (c *Config) Validate() error {
 		c.Observer = observer.NewBus(0)
 	}
 	return nil
+}
+
+// relays is the relay list the clients take: RelayURLs comma-joined, else RelayURL.
+func (c *Config) relays() string {
+	if len(c.RelayURLs) == 0 {
+		return c.RelayURL
+	}
+	return strings.Join(c.RelayURLs, ",")
 }
