@@ -4,6 +4,7 @@ package acpcmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/buzz-harness/buzz/internal/client"
 	"github.com/buzz-harness/buzz/internal/cmdflag"
 	"github.com/buzz-harness/buzz/internal/console"
 	"github.com/buzz-harness/buzz/internal/harness"
@@ -90,6 +92,23 @@ func Command() *cobra.Command {
 				return err
 			}
 			defer closeLog()
+			if cfg.RelayURL == "" {
+				return errors.New("--relay-url / BUZZ_RELAY_URL is empty")
+			}
+			// Before anything else is started: a refused second instance leaves no trace.
+			dir, err := leaseDir()
+			if err != nil {
+				return err
+			}
+			pk, err := protocol.PublicKey(cfg.SecretKey)
+			if err != nil {
+				return fmt.Errorf("--private-key / BUZZ_PRIVATE_KEY: %w", err)
+			}
+			release, err := takeLeases(dir, pk, relayList(cfg))
+			if err != nil {
+				return err
+			}
+			defer release()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if o.activityAddr != "" {
@@ -107,7 +126,7 @@ func Command() *cobra.Command {
 		},
 	}
 	f := cmdflag.On(cmd.Flags())
-	f.String(&o.relayURL, "relay-url", "BUZZ_RELAY_URL", "ws://localhost:3000", "relay WebSocket URL")
+	f.String(&o.relayURL, "relay-url", "BUZZ_RELAY_URL", "ws://localhost:3000", "relay WebSocket URL; several comma-separated are tried in order, and on loss the next is used")
 	f.String(&o.privateKey, "private-key", "BUZZ_PRIVATE_KEY", "", "the agent's secret key (hex or nsec); required")
 	f.String(&o.owner, "agent-owner", "BUZZ_ACP_AGENT_OWNER", "", "owner pubkey (hex or npub): may run !cancel/!rotate/!shutdown")
 	f.String(&o.agentCommand, "agent-command", "BUZZ_ACP_AGENT_COMMAND", defaultAgent, "ACP agent to run (under \"buzz acp\", falls back to \"buzz agent\" when no buzz-agent is installed)")
@@ -161,8 +180,9 @@ func (o *options) config(stderr io.Writer) (harness.Config, func(), error) {
 	if err != nil {
 		return harness.Config{}, noop, fmt.Errorf("--private-key / BUZZ_PRIVATE_KEY: %w", err)
 	}
+	relays := append(client.SplitRelayURLs(o.relayURL), "")
 	cfg := harness.Config{
-		RelayURL:            o.relayURL,
+		RelayURL:            relays[0],
 		SecretKey:           sk,
 		AgentCommand:        o.agentCommand,
 		AgentArgs:           splitList(o.agentArgs),
@@ -187,6 +207,9 @@ func (o *options) config(stderr io.Writer) (harness.Config, func(), error) {
 		Logger:              logger,
 		Version:             Version,
 		BuzzCLIDir:          harness.BuzzCLIDir(),
+	}
+	if len(relays) > 2 {
+		cfg.RelayURLs = relays[:len(relays)-1]
 	}
 	if o.permissions != "allow" && o.permissions != "deny" {
 		return cfg, noop, fmt.Errorf("--permissions must be allow or deny, got %q", o.permissions)
@@ -348,4 +371,12 @@ func secs(n, floor int) time.Duration {
 		n = floor
 	}
 	return time.Duration(n) * time.Second
+}
+
+// relayList is every relay the harness may connect to.
+func relayList(cfg harness.Config) []string {
+	if len(cfg.RelayURLs) > 0 {
+		return cfg.RelayURLs
+	}
+	return []string{cfg.RelayURL}
 }
