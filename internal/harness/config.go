@@ -19,7 +19,7 @@ var DefaultKinds = []int{9, 46010, 40007}
 type Config struct {
 	RelayURL string // ws:// or http:// URL of the relay; names the session scope
 	// RelayURLs, when set, are all relays to try in order (RelayURL first): the live session
-	// and the bridge fail over along them. The agent's BUZZ_RELAY_URL is RelayURL only.
+	// and the bridge fail over along them, and so does the agent's buzz CLI (BUZZ_RELAY_URL).
 	RelayURLs []string
 	SecretKey string // the agent's key, hex
 	Owner     string // owner pubkey hex ("" = none)
