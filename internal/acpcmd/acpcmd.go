@@ -4,6 +4,7 @@ package acpcmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -97,6 +98,23 @@ func Command() *cobra.Command {
 				return err
 			}
 			defer closeLog()
+			if cfg.RelayURL == "" {
+				return errors.New("--relay-url / BUZZ_RELAY_URL is empty")
+			}
+			// Before anything else is started: a refused second instance leaves no trace.
+			dir, err := leaseDir()
+			if err != nil {
+				return err
+			}
+			pk, err := protocol.PublicKey(cfg.SecretKey)
+			if err != nil {
+				return fmt.Errorf("--private-key / BUZZ_PRIVATE_KEY: %w", err)
+			}
+			release, err := takeLeases(dir, pk, relayList(cfg))
+			if err != nil {
+				return err
+			}
+			defer release()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if o.activityAddr != "" {
@@ -114,7 +132,7 @@ func Command() *cobra.Command {
 		},
 	}
 	f := cmdflag.On(cmd.Flags())
-	f.String(&o.relayURL, "relay-url", "BUZZ_RELAY_URL", "ws://localhost:3000", "relay WebSocket URL")
+	f.String(&o.relayURL, "relay-url", "BUZZ_RELAY_URL", "ws://localhost:3000", "relay WebSocket URL; several comma-separated are tried in order, and on loss the next is used")
 	f.String(&o.privateKey, "private-key", "BUZZ_PRIVATE_KEY", "", "the agent's secret key (hex or nsec); required")
 	f.String(&o.owner, "agent-owner", "BUZZ_ACP_AGENT_OWNER", "", "owner pubkey (hex or npub): may run !cancel/!rotate/!shutdown")
 	f.String(&o.channelAddPolicy, "channel-add-policy", "BUZZ_ACP_CHANNEL_ADD_POLICY", "", "publish this channel_add_policy (anyone, owner_only, nobody) in the agent's kind 10100 at start (default: publish nothing)")
@@ -175,8 +193,9 @@ func (o *options) config(stderr io.Writer) (harness.Config, func(), error) {
 	if err != nil {
 		return harness.Config{}, noop, fmt.Errorf("--private-key / BUZZ_PRIVATE_KEY: %w", err)
 	}
+	relays := append(client.SplitRelayURLs(o.relayURL), "")
 	cfg := harness.Config{
-		RelayURL:                      o.relayURL,
+		RelayURL:                      relays[0],
 		SecretKey:                     sk,
 		AgentCommand:                  o.agentCommand,
 		AgentArgs:                     cmdflag.List(o.agentArgs),
@@ -210,6 +229,9 @@ func (o *options) config(stderr io.Writer) (harness.Config, func(), error) {
 		if cfg.MCPServers, err = mcpconfig.Load(o.mcpServers); err != nil {
 			return cfg, noop, fmt.Errorf("--mcp-servers %s: %w", o.mcpServers, err)
 		}
+	}
+	if len(relays) > 2 {
+		cfg.RelayURLs = relays[:len(relays)-1]
 	}
 	if o.permissions != "allow" && o.permissions != "deny" {
 		return cfg, noop, fmt.Errorf("--permissions must be allow or deny, got %q", o.permissions)
@@ -373,4 +395,12 @@ func secs(n, floor int) time.Duration {
 		n = floor
 	}
 	return time.Duration(n) * time.Second
+}
+
+// relayList is every relay the harness may connect to.
+func relayList(cfg harness.Config) []string {
+	if len(cfg.RelayURLs) > 0 {
+		return cfg.RelayURLs
+	}
+	return []string{cfg.RelayURL}
 }

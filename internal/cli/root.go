@@ -171,8 +171,15 @@ func (a *app) bridge() (*client.Bridge, error) {
 	if err != nil {
 		return nil, keyError("%s", err)
 	}
-	if err := checkRelayURL(o.RelayURL); err != nil {
-		return nil, err
+	// A comma-separated list (as buzz-acp hands its agents) is tried in order by the bridge.
+	urls := client.SplitRelayURLs(o.RelayURL)
+	if len(urls) == 0 {
+		urls = []string{o.RelayURL}
+	}
+	for _, u := range urls {
+		if err := checkRelayURL(u); err != nil {
+			return nil, err
+		}
 	}
 	if o.Timeout <= 0 || o.Connect <= 0 {
 		return nil, usageError("--timeout and --connect-timeout must be positive seconds")

@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/buzz-harness/buzz/internal/protocol"
@@ -45,19 +46,30 @@ type Bridge struct {
 	// Now is the clock used for NIP-98 created_at; nil = time.Now.
 	Now func() time.Time
 
-	base string
-	sk   string
-	pk   string
+	bases []string     // bridge base URLs, in the order given
+	cur   atomic.Int32 // index into bases of the relay that last answered
+	sk    string
+	pk    string
 }
 
 // NewBridge returns a client for the bridge of relayURL (ws, wss, http or https) that signs as
-// secretKeyHex. An invalid key is reported by the first request, not here.
+// secretKeyHex. An invalid key is reported by the first request, not here. relayURL may list
+// several relays comma-separated: a request that cannot reach one goes to the next at once,
+// and later requests start at the relay that last answered.
 func NewBridge(relayURL, secretKeyHex string) *Bridge {
 	pk, _ := nostr.GetPublicKey(secretKeyHex)
+	parts := SplitRelayURLs(relayURL)
+	if len(parts) == 0 {
+		parts = []string{relayURL}
+	}
+	bases := make([]string, len(parts))
+	for i, p := range parts {
+		bases[i] = protocol.HTTPBase(p)
+	}
 	return &Bridge{
 		HTTPClient: &http.Client{Timeout: 30 * time.Second},
 		Attempts:   DefaultAttempts,
-		base:       protocol.HTTPBase(relayURL),
+		bases:      bases,
 		sk:         secretKeyHex,
 		pk:         pk,
 	}
@@ -69,8 +81,9 @@ func (b *Bridge) PublicKey() string { return b.pk }
 // SecretKey returns the signer's hex secret key.
 func (b *Bridge) SecretKey() string { return b.sk }
 
-// BaseURL returns the bridge's HTTP base URL (no trailing slash).
-func (b *Bridge) BaseURL() string { return b.base }
+// BaseURL returns the bridge's HTTP base URL (no trailing slash): with several relays, the one
+// that last answered.
+func (b *Bridge) BaseURL() string { return b.bases[b.cur.Load()] }
 
 // PublishResult is the relay's answer to POST /events.
 type PublishResult struct {
@@ -280,7 +293,7 @@ func (b *Bridge) post(ctx context.Context, path string, body []byte) ([]byte, er
 	attempts := max(b.Attempts, 1)
 	var lastErr error
 	for attempt := 1; ; attempt++ {
-		raw, err := b.postOnce(ctx, path, body)
+		raw, err := b.postAny(ctx, path, body)
 		if err == nil {
 			return raw, nil
 		}
@@ -319,11 +332,32 @@ func FullJitter(attempt int) time.Duration {
 	return time.Duration(rand.Int64N(int64(ceil) + 1))
 }
 
-func (b *Bridge) postOnce(ctx context.Context, path string, body []byte) ([]byte, error) {
+// postAny sends once to the current relay and, when it cannot be reached, to each other listed
+// relay in turn; the first that answers becomes current.
+func (b *Bridge) postAny(ctx context.Context, path string, body []byte) ([]byte, error) {
+	start := int(b.cur.Load())
+	var err error
+	for i := range b.bases {
+		idx := (start + i) % len(b.bases)
+		var raw []byte
+		raw, err = b.postOnce(ctx, b.bases[idx], path, body)
+		var te *TransportError
+		if !errors.As(err, &te) { // it answered (or we could not even sign)
+			b.cur.Store(int32(idx))
+			return raw, err
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+	}
+	return nil, err
+}
+
+func (b *Bridge) postOnce(ctx context.Context, base, path string, body []byte) ([]byte, error) {
 	if b.pk == "" {
 		return nil, errors.New("sign request: invalid private key")
 	}
-	url := b.base + path
+	url := base + path
 	auth, err := protocol.SignHTTPAuth(b.sk, url, http.MethodPost, body, b.now())
 	if err != nil {
 		return nil, fmt.Errorf("sign request: %w", err)

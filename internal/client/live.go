@@ -38,7 +38,10 @@ var ErrLiveStopped = errors.New("relay session stopped")
 
 // LiveConfig configures a Live session.
 type LiveConfig struct {
-	RelayURL  string // ws, wss, http or https; dialled as ws(s)
+	// RelayURL is ws, wss, http or https, dialled as ws(s). It may list several relays
+	// (comma-separated, e.g. nodes of one cluster): the session uses the first that works and,
+	// when a connection is lost, moves on to the next (round robin).
+	RelayURL  string
 	SecretKey string // hex
 	Logger    *slog.Logger
 	// Backoff returns the wait before reconnect attempt n (1-based).
@@ -77,7 +80,7 @@ func (e *RejectedError) Error() string {
 // the relay's OK).
 type Live struct {
 	cfg     LiveConfig
-	wsURL   string
+	urls    []string // WebSocket URLs, in the order given
 	pk      string
 	log     *slog.Logger
 	backoff func(int) time.Duration
@@ -85,6 +88,7 @@ type Live struct {
 	done    chan struct{}
 
 	mu      sync.Mutex
+	cur     int // index into urls of the relay being (or last) dialled
 	subs    map[string]*liveSub
 	out     *sendQueue    // the current connection's outbound queue; nil while disconnected
 	ready   chan struct{} // closed once the current connection's subscriptions are written
@@ -129,7 +133,7 @@ func NewLive(cfg LiveConfig) *Live {
 	pk, _ := nostr.GetPublicKey(cfg.SecretKey)
 	l := &Live{
 		cfg:     cfg,
-		wsURL:   protocol.WSURL(cfg.RelayURL),
+		urls:    WSURLs(cfg.RelayURL),
 		pk:      pk,
 		log:     cfg.Logger,
 		backoff: cfg.Backoff,
@@ -156,8 +160,39 @@ func NewLive(cfg LiveConfig) *Live {
 // PublicKey returns the session's hex public key.
 func (l *Live) PublicKey() string { return l.pk }
 
-// URL returns the WebSocket URL the session dials (and names in its AUTH relay tag).
-func (l *Live) URL() string { return l.wsURL }
+// URL returns the WebSocket URL the session dials (and names in its AUTH relay tag): with
+// several relays, the one currently connected or being tried.
+func (l *Live) URL() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.urls[l.cur]
+}
+
+// SplitRelayURLs splits a comma-separated relay URL list, dropping blanks. A single URL gives a
+// one-element list; "" gives none.
+func SplitRelayURLs(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// WSURLs is SplitRelayURLs turned into WebSocket URLs; never empty (an empty list gives the
+// WebSocket form of "", which fails to dial with a clear error).
+func WSURLs(s string) []string {
+	parts := SplitRelayURLs(s)
+	if len(parts) == 0 {
+		parts = []string{s}
+	}
+	out := make([]string, len(parts))
+	for i, p := range parts {
+		out[i] = protocol.WSURL(p)
+	}
+	return out
+}
 
 // DefaultReconnectBackoff is the ladder 1, 2, 4, 8, 16, 32 s then 60 s forever, each ±20%.
 func DefaultReconnectBackoff(attempt int) time.Duration {
@@ -303,17 +338,27 @@ func (l *Live) Run(ctx context.Context) error {
 	defer close(l.events)
 	defer close(l.done)
 	attempt := 0
+	roundStart := 0 // the relay a round of tries began at: backoff only once every relay failed
 	for {
-		wasReady, err := l.session(ctx)
+		url := l.URL()
+		wasReady, err := l.session(ctx, url)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		l.mu.Lock()
 		if wasReady {
-			attempt = 0
+			attempt, roundStart = 0, l.cur
+		}
+		l.cur = (l.cur + 1) % len(l.urls)
+		next, wrapped := l.urls[l.cur], l.cur == roundStart
+		l.mu.Unlock()
+		if !wrapped {
+			l.log.Warn("relay session ended; trying the next relay", "url", url, "err", err, "next", next)
+			continue
 		}
 		attempt++
 		wait := l.backoff(attempt)
-		l.log.Warn("relay session ended; reconnecting", "url", l.wsURL, "err", err, "attempt", attempt, "wait", wait)
+		l.log.Warn("relay session ended; reconnecting", "url", url, "err", err, "next", next, "attempt", attempt, "wait", wait)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -335,20 +380,20 @@ func dialWebSocket(ctx context.Context, url string) (*websocket.Conn, error) {
 }
 
 // session runs one connection to its end. wasReady reports whether it got past auth.
-func (l *Live) session(ctx context.Context) (wasReady bool, err error) {
+func (l *Live) session(ctx context.Context, url string) (wasReady bool, err error) {
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
 	dctx, dcancel := context.WithTimeout(sctx, dialTimeout)
-	conn, err := l.dial(dctx, l.wsURL)
+	conn, err := l.dial(dctx, url)
 	dcancel()
 	if err != nil {
-		return false, fmt.Errorf("dial %s: %w", l.wsURL, err)
+		return false, fmt.Errorf("dial %s: %w", url, err)
 	}
 	defer conn.CloseNow()
 	conn.SetReadLimit(readLimit)
 
-	backlog, err := l.handshake(sctx, conn)
+	backlog, err := l.handshake(sctx, conn, url)
 	if err != nil {
 		return false, err
 	}
@@ -375,7 +420,7 @@ func (l *Live) session(ctx context.Context) (wasReady bool, err error) {
 	}()
 	go func() {
 		defer close(writerDone)
-		l.writer(sctx, conn, q, initial, ready)
+		l.writer(sctx, conn, q, initial, ready, url)
 	}()
 
 	go l.pinger(sctx, conn)
@@ -402,7 +447,7 @@ func (l *Live) session(ctx context.Context) (wasReady bool, err error) {
 // writer writes the connection's subscriptions, marks the session ready, then writes queued
 // frames in order until the session ends. A failed write ends the session: the reconnect
 // re-sends the desired state.
-func (l *Live) writer(ctx context.Context, conn *websocket.Conn, q *sendQueue, initial [][]byte, ready chan struct{}) {
+func (l *Live) writer(ctx context.Context, conn *websocket.Conn, q *sendQueue, initial [][]byte, ready chan struct{}, url string) {
 	write := func(raw []byte) bool {
 		wctx, cancel := context.WithTimeout(ctx, writeTimeout)
 		err := conn.Write(wctx, websocket.MessageText, raw)
@@ -426,7 +471,7 @@ func (l *Live) writer(ctx context.Context, conn *websocket.Conn, q *sendQueue, i
 		close(ready)
 	}
 	l.mu.Unlock()
-	l.log.Info("relay session ready", "url", l.wsURL)
+	l.log.Info("relay session ready", "url", url)
 	for {
 		select {
 		case <-ctx.Done():
@@ -491,7 +536,7 @@ func (l *Live) lost(q *sendQueue) {
 
 // handshake waits for the AUTH challenge, answers it and waits for the OK. Other frames that
 // arrive meanwhile are returned for normal processing afterwards.
-func (l *Live) handshake(ctx context.Context, conn *websocket.Conn) ([][]byte, error) {
+func (l *Live) handshake(ctx context.Context, conn *websocket.Conn, url string) ([][]byte, error) {
 	timeout := l.cfg.HandshakeTimeout
 	if timeout <= 0 {
 		timeout = defaultHandshakeTimeout
@@ -516,7 +561,7 @@ func (l *Live) handshake(ctx context.Context, conn *websocket.Conn) ([][]byte, e
 		}
 		switch {
 		case msg.label == "AUTH" && authID == "":
-			ev, err := protocol.NewAuthEvent(l.cfg.SecretKey, l.wsURL, msg.challenge, time.Now())
+			ev, err := protocol.NewAuthEvent(l.cfg.SecretKey, url, msg.challenge, time.Now())
 			if err != nil {
 				return nil, fmt.Errorf("sign AUTH: %w", err)
 			}
@@ -596,7 +641,7 @@ func (l *Live) handle(ctx context.Context, raw []byte) error {
 		}
 	case "AUTH":
 		// The relay may re-challenge mid-session; answer on the same socket.
-		ev, err := protocol.NewAuthEvent(l.cfg.SecretKey, l.wsURL, msg.challenge, time.Now())
+		ev, err := protocol.NewAuthEvent(l.cfg.SecretKey, l.URL(), msg.challenge, time.Now())
 		if err != nil {
 			return fmt.Errorf("sign AUTH: %w", err)
 		}

@@ -20,7 +20,10 @@ var DefaultKinds = []int{9, 46010, 40007}
 
 // Config is everything buzz-acp needs; cmd/buzz-acp fills it from flags and env.
 type Config struct {
-	RelayURL  string // ws:// or http:// URL of the relay
+	RelayURL string // ws:// or http:// URL of the relay; names the session scope
+	// RelayURLs, when set, are all relays to try in order (RelayURL first): the live session
+	// and the bridge fail over along them, and so does the agent's buzz CLI (BUZZ_RELAY_URL).
+	RelayURLs []string
 	SecretKey string // the agent's key, hex
 	Owner     string // owner pubkey hex ("" = none)
 
@@ -179,7 +182,7 @@ func (c *Config) buildMCP() error {
 	c.mcp = nil
 	if c.MCPCommand != "" {
 		env := []acp.EnvVariable{
-			{Name: "BUZZ_RELAY_URL", Value: c.RelayURL},
+			{Name: "BUZZ_RELAY_URL", Value: c.relays()}, // the whole list, as the agent gets it
 			{Name: "BUZZ_PRIVATE_KEY", Value: protocol.Nsec(c.SecretKey)},
 		}
 		if c.AuthTag != "" {
@@ -212,4 +215,12 @@ func mcpCommandName(command string) string {
 		return base // a dot file: its stem is its whole name
 	}
 	return stem
+}
+
+// relays is the relay list the clients take: RelayURLs comma-joined, else RelayURL.
+func (c *Config) relays() string {
+	if len(c.RelayURLs) == 0 {
+		return c.RelayURL
+	}
+	return strings.Join(c.RelayURLs, ",")
 }

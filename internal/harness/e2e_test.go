@@ -32,6 +32,7 @@ type stack struct {
 	stateDir string
 	record   string
 	agentDir string
+	xdgState string // XDG_STATE_HOME: holds the agent leases, one per test
 	harness  *exec.Cmd
 	logs     *testbin.Output
 	exited   chan error
@@ -49,6 +50,7 @@ func newStack(t testing.TB) *stack {
 	s.stateDir = filepath.Join(dir, "state")
 	s.record = filepath.Join(dir, "record.jsonl")
 	s.agentDir = filepath.Join(dir, "agent-state")
+	s.xdgState = filepath.Join(dir, "xdg-state")
 	return s
 }
 
@@ -76,6 +78,7 @@ func (s *stack) start(args []string, env ...string) {
 		"BUZZ_PRIVATE_KEY="+s.agentSK,
 		"TESTAGENT_RECORD="+s.record,
 		"TESTAGENT_STATE_DIR="+s.agentDir,
+		"XDG_STATE_HOME="+s.xdgState,
 	)
 	cmd.Env = append(cmd.Env, env...)
 	s.logs = &testbin.Output{}
@@ -298,7 +301,8 @@ func runBuzzACP(t *testing.T, s *stack) string {
 	cmd := exec.Command(filepath.Join(s.bin, "buzz-acp"),
 		"--agent-command", filepath.Join(s.bin, "testagent"),
 		"--relay-url", s.relay.URL, "--state-dir", s.stateDir)
-	cmd.Env = append(os.Environ(), "BUZZ_PRIVATE_KEY="+s.agentSK)
+	// Its own lease dir, so the state-dir lock is what stops it (the agent lease has its own test).
+	cmd.Env = append(os.Environ(), "BUZZ_PRIVATE_KEY="+s.agentSK, "XDG_STATE_HOME="+t.TempDir())
 	out, err := cmd.CombinedOutput()
 	if err == nil {
 		t.Fatalf("second buzz-acp exited 0; output:\n%s", out)

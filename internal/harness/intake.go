@@ -114,7 +114,7 @@ func (h *Harness) replayJournal(ctx context.Context) {
 		}
 		h.seen.Add(ev.ID)
 		h.enqueue(h.scopeOf(h.channels[e.ChannelID], ev), ev)
-	h.ack.replayed(e.ChannelID, ev)
+		h.ack.replayed(e.ChannelID, ev)
 		n++
 	}
 	// In-flight batches go first: they were accepted before anything still waiting.
