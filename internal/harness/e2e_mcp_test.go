@@ -36,11 +36,12 @@ func TestEverySessionCarriesTheMcpCommandServerWithTheAgentsIdentity(t *testing.
 	args := []string{"--mcp-command", "/opt/bin/buzz-dev-mcp", "--mcp-servers", servers}
 	s.start(args, "BUZZ_AUTH_TAG="+tag.JSON())
 	first := s.mention(s.ownerSK, "codeword=MANGO")
-	s.waitReply(first.ID)
+	r1 := s.waitReply(first.ID)
 	s.waitLog("turn done", 20*time.Second) // the test agent saves the session after the reply
 	s.kill()
 	s.start(args, "BUZZ_AUTH_TAG="+tag.JSON())
-	s.waitReply(s.mention(s.ownerSK, "again").ID)
+	s.mention(s.ownerSK, "again", replyTo(first.ID)) // the same thread, so its session is loaded
+	s.waitNewReply(first.ID, r1)
 
 	want := `[{"name":"buzz-dev-mcp","command":"/opt/bin/buzz-dev-mcp","args":[],"env":[` +
 		`{"name":"BUZZ_RELAY_URL","value":"` + s.relay.URL + `"},` +
@@ -66,7 +67,11 @@ func TestEverySessionCarriesTheMcpCommandServerWithTheAgentsIdentity(t *testing.
 
 func TestSessionWithoutMcpSettingsSendsEmptyMcpServersWithNoAuthTagLeak(t *testing.T) {
 	s := newStack(t)
-	s.start(nil, "BUZZ_AUTH_TAG=should-not-appear")
+	tag, err := ownerauth.Issue(s.ownerSK, s.agentPK, "", rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.start(nil, "BUZZ_AUTH_TAG="+tag.JSON())
 	s.waitReply(s.mention(s.ownerSK, "hi").ID)
 	news := s.methods("session/new")
 	if len(news) != 1 {
