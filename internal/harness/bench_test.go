@@ -41,7 +41,9 @@ func benchOverhead(b *testing.B, channels, samples int) {
 		ids = append(ids, ch)
 	}
 	activity := filepath.Join(b.TempDir(), "activity.jsonl")
-	s.start([]string{"--activity-log", activity, "--log-level", "info"}, "TESTAGENT_NO_CLI=1")
+	// Channel policy: the figure is the overhead of a mention to a live session; under thread policy
+	// every top-level mention would open a new session.
+	s.start([]string{"--activity-log", activity, "--log-level", "info", "--session-policy", "channel"}, "TESTAGENT_NO_CLI=1")
 	rssBefore := rssKiB(b, s.harness.Process.Pid)
 
 	post := func(ch, text string) {
