@@ -10,8 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -74,11 +72,6 @@ func Open(ctx context.Context, url string) (*Store, error) {
 // transaction under an advisory lock: nodes starting together take turns, and the later ones
 // find nothing left to do.
 func migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	names, err := fs.Glob(migrations, "migrations/*.sql")
-	if err != nil {
-		return err
-	}
-	sort.Strings(names)
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		// Keyed by schema, so separate schemas (one per test, say) migrate independently.
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('buzz-relay-migrate:' || current_schema(), 0))`); err != nil {
@@ -92,23 +85,15 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
 			return err
 		}
-		for _, name := range names {
-			base := strings.TrimPrefix(name, "migrations/")
-			v, err := strconv.Atoi(strings.SplitN(base, "_", 2)[0])
-			if err != nil {
-				return fmt.Errorf("migration %s: name must start with a number", base)
+		pending, err := store.PendingMigrations(migrations, current)
+		if err != nil {
+			return err
+		}
+		for _, m := range pending {
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+				return fmt.Errorf("migration %s: %w", m.Name, err)
 			}
-			if v <= current {
-				continue
-			}
-			body, err := migrations.ReadFile(name)
-			if err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, string(body)); err != nil {
-				return fmt.Errorf("migration %s: %w", base, err)
-			}
-			if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, v); err != nil {
+			if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, m.Version); err != nil {
 				return err
 			}
 		}
