@@ -45,7 +45,7 @@ func Command() *cobra.Command {
 			}
 			log := slog.New(slog.NewTextHandler(stderr, nil))
 			r, err := relay.Open(relay.Config{
-				DataDir: dataDir, Database: database, PublicURL: publicURL, ListenAddr: ln.Addr().String(),
+				DataDir: dataDir, Database: database, PublicURL: publicURL,
 				AllowedOrigins: cmdflag.List(origins), QueryTimeout: queryTimeout, WriteTimeout: writeTimeout,
 				MaxQueuedBytes: maxQueued, ReconnectDelay: reconnectDelay, Logger: log,
 			})
