@@ -26,7 +26,7 @@ func BenchmarkHarnessOverhead(b *testing.B) {
 	for _, n := range []int{1, 100, 1000} {
 		b.Run(fmt.Sprintf("channels=%d", n), func(b *testing.B) {
 			for range b.N {
-				benchOverhead(b, n, 100)
+				benchOverhead(b, n, 500)
 			}
 		})
 	}
@@ -41,9 +41,11 @@ func benchOverhead(b *testing.B, channels, samples int) {
 		ids = append(ids, ch)
 	}
 	activity := filepath.Join(b.TempDir(), "activity.jsonl")
-	// Channel policy: the figure is the overhead of a mention to a live session; under thread policy
-	// every top-level mention would open a new session.
-	s.start([]string{"--activity-log", activity, "--log-level", "info", "--session-policy", "channel"}, "TESTAGENT_NO_CLI=1")
+	// The figure is the overhead of a mention to a live session: channel policy (under thread policy
+	// every top-level mention opens a new session) and room for every channel's session (past the
+	// cache bound the least recently used is closed, and the next mention there loads it again).
+	s.start([]string{"--activity-log", activity, "--log-level", "info", "--session-policy", "channel",
+		"--max-cached-conversation-sessions", strconv.Itoa(channels)}, "TESTAGENT_NO_CLI=1")
 	rssBefore := rssKiB(b, s.harness.Process.Pid)
 
 	post := func(ch, text string) {

@@ -31,7 +31,7 @@ func (j *Journal) SetWatermark(ts int64) error {
 	}
 	r := record{Op: opWatermark, TS: ts}
 	j.state.apply(r)
-	if err := j.writeLocked(r, true); err != nil {
+	if err := j.writeLocked(r); err != nil {
 		j.needsSync = true
 		return fmt.Errorf("journal watermark: %w", err)
 	}
