@@ -251,3 +251,51 @@ func firstPromptAt(b *testing.B, path string) time.Time {
 	b.Fatal("no session/prompt in the activity log")
 	return time.Time{}
 }
+
+// BenchmarkThreads20 posts 20 top-level mentions in one channel back to back, under the thread
+// policy with four agents: the test agent answers each through the real buzz CLI. It reports the
+// time from the first post until all 20 are answered in their own threads, the harness overhead
+// (event read to prompt written: p50 and the worst of the 20), and buzz-acp's resident memory per
+// live thread session (all 20 stay cached: 4 agents × 8). -benchtime=1x.
+func BenchmarkThreads20(b *testing.B) {
+	for range b.N {
+		const n = 20
+		s := newStack(b)
+		activity := filepath.Join(b.TempDir(), "activity.jsonl")
+		s.start([]string{"--activity-log", activity, "--log-level", "info", "--session-policy", "thread", "--agents", "4"}, "TESTAGENT_REPLY=answered {events}")
+		rssBefore := rssKiB(b, s.harness.Process.Pid)
+		ids := map[string]bool{}
+		started := time.Now()
+		for i := range n {
+			ids[s.mention(s.ownerSK, fmt.Sprintf("thread %d", i)).ID] = true
+		}
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			answered := 0
+			for id, c := range s.answeredIDs([]string{s.channel}) {
+				if ids[id] && c > 0 {
+					answered++
+				}
+			}
+			if answered == n {
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("%d of %d threads answered; buzz-acp output:\n%s", answered, n, s.logs.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		elapsed := time.Since(started)
+		rssAfter := rssKiB(b, s.harness.Process.Pid)
+		if news := len(s.methods("session/new")); news != n {
+			b.Fatalf("%d sessions opened, want one per thread (%d)", news, n)
+		}
+		lat := promptLatencies(b, activity)
+		slices.Sort(lat)
+		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+		b.ReportMetric(float64(elapsed.Milliseconds()), "ms-all-answered")
+		b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
+		b.ReportMetric(ms(lat[len(lat)-1]), "max-ms")
+		b.ReportMetric(float64(rssAfter-rssBefore)/n, "rss-KiB/session")
+	}
+}
