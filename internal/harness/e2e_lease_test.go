@@ -1,6 +1,7 @@
 package harness_test
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/buzz-harness/buzz/internal/relay/store/postgres/pgtest"
 	"github.com/buzz-harness/buzz/internal/testbin"
@@ -96,5 +99,36 @@ func waitOutput(t *testing.T, out *testbin.Output, substr string, timeout time.D
 			t.Fatalf("timed out waiting for %q in:\n%s", substr, out.String())
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A holder whose lease connection dies must stop answering: a standby may hold the lease now.
+func TestHolderStopsWhenItsLeaseConnectionIsLost(t *testing.T) {
+	dsn := pgtest.URL(t)
+	s := newStack(t)
+	s.start([]string{"--lease", dsn})
+	host, _ := os.Hostname()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	name := "buzz-acp pid " + strconv.Itoa(s.harness.Process.Pid) + " on " + host
+	if err := conn.QueryRow(context.Background(),
+		"SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1", name).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("terminated %d lease connections (%v), want 1", n, err)
+	}
+	select {
+	case err := <-s.exited:
+		s.exited <- err
+		if err == nil {
+			t.Fatal("buzz-acp exited 0 after losing its lease")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("buzz-acp still running 30 s after its lease connection was terminated:\n%s", s.logs.String())
+	}
+	if !strings.Contains(s.logs.String(), "lease lost") {
+		t.Fatalf("no 'lease lost' in the output:\n%s", s.logs.String())
 	}
 }
