@@ -153,15 +153,22 @@ func (s *SQLite) Close() error {
 // Update runs fn in a write transaction, serialized with every other write. A failing fn
 // rolls back only its own changes.
 func (s *SQLite) Update(ctx context.Context, fn func(Tx) error) error {
+	return <-s.UpdateAsync(ctx, fn)
+}
+
+// UpdateAsync queues fn for the writer and returns at once; the channel gives Update's result.
+// Writes queued one after another by one goroutine run in that order, so a caller can keep
+// several in flight (one connection's events commit in one batch) and still answer in order.
+func (s *SQLite) UpdateAsync(ctx context.Context, fn func(Tx) error) <-chan error {
 	req := &writeReq{fn: fn, done: make(chan error, 1)}
 	select {
 	case s.writes <- req:
 	case <-s.quit:
-		return ErrClosed
+		req.done <- ErrClosed
 	case <-ctx.Done():
-		return ctx.Err()
+		req.done <- ctx.Err()
 	}
-	return <-req.done
+	return req.done
 }
 
 func (s *SQLite) writer() {
