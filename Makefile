@@ -49,4 +49,5 @@ bench-peers:
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	$(GO) build -o "$$tmp/buzz-relay" ./cmd/buzz-relay && \
 	(cd bench/peers && $(GO) build -o "$$tmp/" ./cmd/...) && \
-	"$$tmp/bench-peers" -ours "$$tmp/buzz-relay" -khatru "$$tmp/khatru-sqlite" -bare "$$tmp/bare-relay" $(BENCH_PEERS_FLAGS)
+	"$$tmp/bench-peers" -ours "$$tmp/buzz-relay" -khatru "$$tmp/khatru-sqlite" -bare "$$tmp/bare-relay" \
+		$${BUZZ_TEST_DATABASE_URL:+-pg "$$BUZZ_TEST_DATABASE_URL"} $(BENCH_PEERS_FLAGS)

@@ -31,6 +31,9 @@ type peer struct {
 	bin  string
 	args func(dir string) []string
 	auth bool
+	// pg, when set, runs two nodes of bin on this PostgreSQL database (a fresh schema per run):
+	// events are published to node A and the fan-out subscribers listen on node B.
+	pg string
 }
 
 type sample struct {
@@ -47,15 +50,20 @@ func main() {
 	fanOutEvents := flag.Int("fanout-events", 150, "measured fan-out events (each to every subscriber)")
 	subscribers := flag.Int("subscribers", 100, "fan-out subscribers")
 	window := flag.Int("window", 256, "unanswered EVENTs allowed per publisher connection")
+	pg := flag.String("pg", "", "also measure buzz-relay as two nodes on this PostgreSQL database (postgres://…)")
 	flag.Parse()
 	if *ours == "" || *khatru == "" || *bare == "" {
 		fmt.Fprintln(os.Stderr, "bench-peers: -ours, -khatru and -bare are required (use `make bench-peers`)")
 		os.Exit(2)
 	}
 	peers := []peer{
-		{"buzz-relay", *ours, func(dir string) []string { return []string{"--addr", "127.0.0.1:0", "--data-dir", dir} }, true},
-		{"khatru+sqlite", *khatru, func(dir string) []string { return []string{"-addr", "127.0.0.1:0", "-db", dir + "/khatru.db"} }, true},
-		{"verify-only", *bare, func(string) []string { return []string{"-addr", "127.0.0.1:0"} }, false},
+		{name: "buzz-relay", bin: *ours, auth: true, args: func(dir string) []string { return []string{"--addr", "127.0.0.1:0", "--data-dir", dir} }},
+		{name: "khatru+sqlite", bin: *khatru, auth: true, args: func(dir string) []string { return []string{"-addr", "127.0.0.1:0", "-db", dir + "/khatru.db"} }},
+		{name: "verify-only", bin: *bare, args: func(string) []string { return []string{"-addr", "127.0.0.1:0"} }},
+	}
+	if *pg != "" {
+		peers = append(peers, peer{name: "buzz-relay pg A→B", bin: *ours, auth: true, pg: *pg,
+			args: func(dir string) []string { return []string{"--addr", "127.0.0.1:0", "--data-dir", dir} }})
 	}
 	if err := run(peers, *runs, load.Options{IngestEvents: *ingestEvents, FanOutEvents: *fanOutEvents, Subscribers: *subscribers}, *window); err != nil {
 		fmt.Fprintf(os.Stderr, "bench-peers: %v\n", err)
@@ -103,9 +111,23 @@ func run(peers []peer, runs int, o load.Options, window int) error {
 	fmt.Println()
 	fmt.Println("| ratio | ingest@1 | ingest@4 | fan-out p99 |")
 	fmt.Println("|---|---|---|---|")
+	ratio := func(a, b int) {
+		fmt.Printf("| %s / %s | %.2f | %.2f | %.2f |\n", peers[a].name, peers[b].name,
+			med[a].ingest1/med[b].ingest1, med[a].ingest4/med[b].ingest4, float64(med[a].p99)/float64(med[b].p99))
+	}
 	for i := 1; i < len(peers); i++ {
-		fmt.Printf("| ours / %s | %.2f | %.2f | %.2f |\n", peers[i].name,
-			med[0].ingest1/med[i].ingest1, med[0].ingest4/med[i].ingest4, float64(med[0].p99)/float64(med[i].p99))
+		if peers[i].pg == "" {
+			ratio(0, i)
+		}
+	}
+	for i, p := range peers {
+		if p.pg != "" { // two PostgreSQL nodes against the same peers
+			for j := 1; j < len(peers); j++ {
+				if peers[j].pg == "" {
+					ratio(i, j)
+				}
+			}
+		}
 	}
 	fmt.Println("\n(ingest: higher is better, so a ratio < 1 means ours is slower; fan-out p99: lower is better, so > 1 means ours is slower)")
 	return nil
@@ -117,13 +139,23 @@ func measure(p peer, w *load.Workload, window int) (sample, error) {
 		return sample{}, err
 	}
 	defer os.RemoveAll(dir)
-	url, stop, err := start(p, dir)
-	if err != nil {
-		return sample{}, err
+	var t load.Target
+	if p.pg != "" {
+		urlA, urlB, stop, err := startPair(p, dir)
+		if err != nil {
+			return sample{}, err
+		}
+		defer stop()
+		t = load.Target{URL: urlA, SubURL: urlB, Auth: true}
+	} else {
+		url, stop, err := start(p, p.args(dir), dir)
+		if err != nil {
+			return sample{}, err
+		}
+		defer stop()
+		t = load.Target{URL: url, Auth: p.auth}
 	}
-	defer stop()
 	ctx := context.Background()
-	t := load.Target{URL: url, Auth: p.auth}
 	if err := load.Setup(ctx, t, w); err != nil {
 		return sample{}, err
 	}
@@ -145,8 +177,8 @@ func measure(p peer, w *load.Workload, window int) (sample, error) {
 var listening = regexp.MustCompile(`listening on (ws://\S+)`)
 
 // start runs the relay binary and waits for its "listening on ws://ADDR" line on stderr.
-func start(p peer, dir string) (string, func(), error) {
-	cmd := exec.Command(p.bin, p.args(dir)...)
+func start(p peer, args []string, dir string) (string, func(), error) {
+	cmd := exec.Command(p.bin, args...)
 	cmd.Dir = dir
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
