@@ -147,7 +147,7 @@ func TestEyesReactionMarksQueuedMentionAndGoesWhenTheTurnEnds(t *testing.T) {
 	}
 }
 
-func TestTypingIsSentEveryFewSecondsWhileATurnRunsAndStopsAfter(t *testing.T) {
+func TestTypingIsSentEveryFewSecondsWhileATurnRuns(t *testing.T) {
 	s := newStack(t)
 	w := s.watch(t)
 	s.start(nil, "TESTAGENT_HANG_ON=1")
@@ -170,14 +170,8 @@ func TestTypingIsSentEveryFewSecondsWhileATurnRunsAndStopsAfter(t *testing.T) {
 		t.Fatalf("outcome %v", out)
 	}
 	s.waitRecorded("session/cancel", 1)
-	// Silence is the assertion here: one typing event may still have been in flight when the
-	// turn ended; none may follow over two more intervals.
-	time.Sleep(time.Second)
-	after := len(w.events(protocol.KindTyping))
-	time.Sleep(7 * time.Second)
-	if n := len(w.events(protocol.KindTyping)); n > after {
-		t.Fatalf("%d typing events after the turn ended", n-after)
-	}
+	// That no typing follows the turn's end is pinned without wall-clock waits by
+	// TestAckTypingEveryThreeSecondsWhileTheTurnRuns (synctest, the same acker).
 }
 
 func TestPresenceOnlineAfterStartAndOfflineAtShutdown(t *testing.T) {
