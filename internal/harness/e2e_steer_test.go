@@ -214,3 +214,21 @@ func (s *stack) waitFile(path, substr string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+func TestSteerAfterTheReplyLandedDoesNotAnswerTheFirstMessageAgain(t *testing.T) {
+	s := newStack(t)
+	// The first turn posts its reply, then keeps working until cancelled.
+	s.start(nil, "TESTAGENT_HANG_AFTER_REPLY=1", replyEvents)
+	first := s.mention(s.ownerSK, "first job: summarise the release")
+	r1 := s.waitReply(first.ID)
+	second := s.mention(s.ownerSK, "also list the open bugs", replyTo(first.ID))
+	r2 := s.waitNewReply(first.ID, r1)
+	s.waitRecorded("session/cancel", 1)
+	if !strings.Contains(r2.Content, second.ID) || strings.Contains(r2.Content, first.ID) {
+		t.Fatalf("second reply %q: want the new message alone", r2.Content)
+	}
+	ps := s.prompts()
+	if len(ps) != 2 || strings.Contains(ps[1], "Event ID: "+first.ID) || strings.Contains(ps[1], "Earlier request") {
+		t.Fatalf("the answered message was carried into the next prompt:\n%s", strings.Join(ps, "\n====\n"))
+	}
+}

@@ -287,11 +287,11 @@ func absorbSteered(r *turnResult, t *liveTurn) {
 	}
 }
 
-// carryTurn ends a turn cancelled to merge: unless it finished on its own first (then its
-// answer stands and the new events go next as usual), its events lead the conversation's next
-// batch on the same session.
+// carryTurn ends a turn cancelled to merge: unless it finished on its own first or its reply
+// had already landed (then its answer stands and the new events go next as usual), its events
+// lead the conversation's next batch on the same session.
 func (h *Harness) carryTurn(r turnResult, t *liveTurn) {
-	if r.err == nil && r.stop != "cancelled" {
+	if r.err == nil && (r.stop != "cancelled" || r.answered) {
 		h.commitTurn(r)
 		return
 	}

@@ -155,6 +155,11 @@ func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 		return r
 	}
 	r.stop = res.StopReason
+	if r.stop == "cancelled" && errors.Is(context.Cause(ctx), errMerge) {
+		// Cancelled to merge a new message: if the reply already landed, the batch is answered
+		// and only the new message goes next (it must not be answered twice).
+		r.answered = h.relay.answered(context.WithoutCancel(ctx), in.channel.ID, in.batch.Events(), start)
+	}
 	r.delivered = rendered.DeliveredIDs
 	r.standing = rendered.Stats.StandingIncluded
 	h.emit(in, observer.TurnEnded{StopReason: res.StopReason, DurationMs: dur.Milliseconds(), Usage: res.Usage})

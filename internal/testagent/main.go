@@ -45,6 +45,8 @@
 //	                         dir, so a respawned agent does not crash again)
 //	TESTAGENT_HANG_ON=N|all  on that prompt write nothing until session/cancel, then answer "cancelled"
 //	                         (N may be a comma-separated list of prompt numbers)
+//	TESTAGENT_HANG_AFTER_REPLY=N  on that prompt (a list, like HANG_ON) post the reply, then hang until
+//	                         session/cancel and answer "cancelled"
 //	TESTAGENT_STEERING=1     advertise initialize _meta.steering.supported and answer _session/steering:
 //	                         a hanging turn of that session takes the text in, stops hanging and replies
 //	                         (outcome "injected"); with no turn running the outcome is "noActiveTurn"
@@ -101,6 +103,7 @@ type config struct {
 	spawnChildPIDOut string
 	steering         bool
 	gooseSteer       bool
+	hangAfterReply   string
 }
 
 func loadConfig() (config, error) {
@@ -125,6 +128,7 @@ func loadConfig() (config, error) {
 		spawnChildPIDOut: os.Getenv("TESTAGENT_SPAWN_CHILD"),
 		steering:         os.Getenv("TESTAGENT_STEERING") == "1",
 		gooseSteer:       os.Getenv("TESTAGENT_GOOSE_STEER") == "1",
+		hangAfterReply:   os.Getenv("TESTAGENT_HANG_AFTER_REPLY"),
 	}
 	for _, name := range strings.Split(os.Getenv("TESTAGENT_CAPS"), ",") {
 		switch name = strings.TrimSpace(name); name {
@@ -555,6 +559,10 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 	for _, part := range split(reply, a.cfg.stream) {
 		_ = acp.SendUpdate(a.conn, s.ID, acp.TextChunk(acp.UpdateAgentMessageChunk, part))
 	}
+	if hangs(a.cfg.hangAfterReply, count) {
+		<-ctx.Done()
+		return cancelled, nil
+	}
 	if ctx.Err() != nil {
 		return cancelled, nil
 	}
@@ -567,8 +575,13 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 }
 
 // hangs reports whether prompt number count hangs (TESTAGENT_HANG_ON: "all" or a list).
-func (a *agent) hangs(count int) bool {
-	for _, n := range strings.Split(a.cfg.hangOn, ",") {
+func (a *agent) hangs(count int) bool { return hangs(a.cfg.hangOn, count) }
+
+func hangs(list string, count int) bool {
+	for _, n := range strings.Split(list, ",") {
+		if n == "" {
+			continue
+		}
 		if n = strings.TrimSpace(n); n == "all" || n == strconv.Itoa(count) {
 			return true
 		}
