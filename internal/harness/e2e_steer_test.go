@@ -232,3 +232,32 @@ func TestSteerAfterTheReplyLandedDoesNotAnswerTheFirstMessageAgain(t *testing.T)
 		t.Fatalf("the answered message was carried into the next prompt:\n%s", strings.Join(ps, "\n====\n"))
 	}
 }
+
+func TestOwnerInterruptInterruptsForTheOwnerAndSteersForOthers(t *testing.T) {
+	s := newStack(t)
+	otherSK, otherPK := newKey(t)
+	s.relay.AddMember(t, s.ownerSK, s.channel, otherPK, "member")
+	// Prompts 1 and 3 (the first turn of each thread) hang until cancelled.
+	s.start([]string{"--multiple-event-handling", "owner-interrupt", "--respond-to", "anyone"}, "TESTAGENT_HANG_ON=1,3", replyEvents)
+
+	first := s.mention(s.ownerSK, "first job")
+	s.waitRecorded("session/prompt", 1)
+	s.mention(otherSK, "a colleague adds a detail", replyTo(first.ID))
+	s.waitNewReply(first.ID)
+
+	second := s.mention(otherSK, "second job")
+	s.waitRecorded("session/prompt", 3)
+	s.mention(s.ownerSK, "owner: drop that, do this", replyTo(second.ID))
+	s.waitNewReply(second.ID)
+
+	ps := s.prompts()
+	if len(ps) != 4 {
+		t.Fatalf("%d prompts, want 4", len(ps))
+	}
+	if !strings.Contains(ps[1], "[New message — sent while you were working]") {
+		t.Fatalf("a non-owner's message did not steer:\n%s", ps[1])
+	}
+	if !strings.Contains(ps[3], "[New request — it replaces the earlier one]") {
+		t.Fatalf("the owner's message did not interrupt:\n%s", ps[3])
+	}
+}
