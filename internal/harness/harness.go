@@ -14,6 +14,7 @@
 //	intake.go    an event's way in (gate, journal, queue) and the journal replay after a restart
 //	control.go   owner commands and the author gate
 //	queue.go     the per-conversation FIFO, with retry backoff
+//	steer.go     a new message while its conversation's turn runs: native steer, or cancel and merge
 //	turn.go      a turn: dispatch, run, decide its outcome, act on it
 //	session.go   opening a session (resume, load or new) and the one builder of its parameters
 //	scope.go     which conversation an event belongs to (scopeKey, --session-policy)
