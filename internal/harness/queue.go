@@ -164,18 +164,16 @@ func (q *Queue) Carry(b *Batch, reason prompt.MergeReason) {
 }
 
 // Take removes a queued event (a native steer hands it to the running turn instead).
-func (q *Queue) Take(k scopeKey, id string) bool {
-	c := q.chans[k]
-	if c == nil {
-		return false
-	}
-	for i, it := range c.items {
-		if it.Event.ID == id {
-			c.items = slices.Delete(c.items, i, i+1)
-			return true
+func (q *Queue) Take(k scopeKey, id string) (queued, bool) {
+	if c := q.chans[k]; c != nil {
+		for i, it := range c.items {
+			if it.Event.ID == id {
+				c.items = slices.Delete(c.items, i, i+1)
+				return it, true
+			}
 		}
 	}
-	return false
+	return queued{}, false
 }
 
 // Complete ends a successful turn: the channel may run again and its failure count resets.

@@ -71,8 +71,8 @@ var errMerge = errors.New("cancelled to merge a new message")
 
 // Native steering methods (see docs/steer.md for what is and is not verified upstream).
 const (
-	methodSteering  = "_session/steering"
-	methodGooseStee = "_goose/unstable/session/steer"
+	methodSteering   = "_session/steering"
+	methodGooseSteer = "_goose/unstable/session/steer"
 )
 
 // steerTimeout bounds one native steer call; an agent that does not answer is treated as not
@@ -209,16 +209,16 @@ func (h *Harness) steerNatively(ctx context.Context, k scopeKey, t *liveTurn, ev
 	}
 	method, params := "", map[string]any{"sessionId": *sid}
 	if run := h.runIDs.get(*sid); run != "" {
-		method, params["expectedRunId"] = methodGooseStee, run
+		method, params["expectedRunId"] = methodGooseSteer, run
 	} else if t.steerable {
 		method = methodSteering
 	} else {
 		return false
 	}
-	if !h.queue.Take(k, ev.ID) {
+	it, ok := h.queue.Take(k, ev.ID)
+	if !ok {
 		return false
 	}
-	it := queued{Event: ev, ReceivedAt: h.now()}
 	params["prompt"] = []acp.ContentBlock{acp.TextBlock(prompt.SteerText(*ev, ""))}
 	proc := t.proc
 	h.log.Info("steering the running turn", "channel", k.channelID(), "scope", k.String(), "event", ev.ID, "method", method)
@@ -231,7 +231,7 @@ func (h *Harness) steerNatively(ctx context.Context, k scopeKey, t *liveTurn, ev
 		err := proc.Call(cctx, method, params, &res)
 		r := steerResult{scope: k, turn: t, item: it, err: err}
 		// _session/steering names its outcome; goose's method answers an empty success.
-		r.ok = err == nil && (method == methodGooseStee || res.Outcome == "injected" || res.Outcome == "startedNewTurn")
+		r.ok = err == nil && (method == methodGooseSteer || res.Outcome == "injected" || res.Outcome == "startedNewTurn")
 		if err == nil && !r.ok {
 			r.err = fmt.Errorf("steer outcome %q", res.Outcome)
 		}

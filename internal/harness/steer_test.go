@@ -87,7 +87,10 @@ func TestTakeRemovesAQueuedEventForANativeSteer(t *testing.T) {
 	k := scopeKey{Channel: "c"}
 	e := ev("e0", 10)
 	q.Push(k, e, time.Unix(1, 0))
-	if !q.Take(k, e.ID) || q.Pending() || q.Take(k, e.ID) {
+	if it, ok := q.Take(k, e.ID); !ok || it.Event != e || q.Pending() {
+		t.Fatal("Take must return the queued event and remove it")
+	}
+	if _, ok := q.Take(k, e.ID); ok {
 		t.Fatal("Take must remove the event once")
 	}
 }
