@@ -71,6 +71,7 @@ type options struct {
 	noResumeSessions                               bool
 	noReactions, noTyping, noPresence              bool
 	sessionPolicy                                  string
+	multipleEvents, dedup                          string
 	maxCachedSessions, sessionIdleTTL              int
 	activityLog, activityAddr, logLevel            string
 	selfAgent                                      bool
@@ -198,6 +199,8 @@ func Command() *cobra.Command {
 	f.Bool(&o.noTyping, "no-typing", "BUZZ_ACP_NO_TYPING", "do not send typing indicators (kind 20002) while a turn runs")
 	f.Bool(&o.noPresence, "no-presence", "BUZZ_ACP_NO_PRESENCE", "do not send presence (kind 20001)")
 	f.String(&o.sessionPolicy, "session-policy", "BUZZ_ACP_SESSION_POLICY", "thread", "one agent session per thread, or per channel (thread|channel)")
+	f.String(&o.multipleEvents, "multiple-event-handling", "BUZZ_ACP_MULTIPLE_EVENT_HANDLING", "steer", "a new message while its conversation's turn runs: queue (wait), steer (fold it into the turn), interrupt (it supersedes the turn), owner-interrupt (interrupt for the owner, else steer)")
+	f.String(&o.dedup, "dedup", "BUZZ_ACP_DEDUP", "queue", "events arriving while their conversation's turn runs: queue (answer next) or drop (only with --multiple-event-handling queue)")
 	f.Int(&o.maxCachedSessions, "max-cached-conversation-sessions", "BUZZ_ACP_MAX_CACHED_CONVERSATION_SESSIONS", 8, "live sessions per agent process; the least recently used idle one is closed")
 	f.Int(&o.sessionIdleTTL, "conversation-session-idle-ttl-secs", "BUZZ_ACP_CONVERSATION_SESSION_IDLE_TTL_SECS", 1800, "close a live session idle this many seconds")
 	f.String(&o.activityLog, "activity-log", "BUZZ_ACP_ACTIVITY_LOG", "", "write the activity feed to this file as JSON lines")
@@ -248,6 +251,8 @@ func (o *options) config(stderr io.Writer) (harness.Config, func(), error) {
 		NoTyping:                      o.noTyping,
 		NoPresence:                    o.noPresence,
 		SessionPolicy:                 harness.SessionPolicy(o.sessionPolicy),
+		MultipleEventHandling:         harness.EventHandling(o.multipleEvents),
+		Dedup:                         harness.Dedup(o.dedup),
 		MaxCachedConversationSessions: o.maxCachedSessions,
 		ConversationSessionIdleTTL:    time.Duration(o.sessionIdleTTL) * time.Second,
 		Logger:                        logger,

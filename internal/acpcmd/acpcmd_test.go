@@ -66,3 +66,21 @@ func TestUnderBuzzAMissingDefaultAgentIsThisProgramsAgentSubcommand(t *testing.T
 		t.Fatalf("standalone buzz-acp: err = %v, want buzz-agent not found", err)
 	}
 }
+
+func TestDedupDropFromTheEnvironmentWithTheDefaultSteerModeIsRefusedNamingBothFlags(t *testing.T) {
+	t.Setenv("BUZZ_PRIVATE_KEY", strings.Repeat("1", 64))
+	t.Setenv("BUZZ_ACP_DEDUP", "drop")
+	err := run(t, "--agent-command", "/bin/true", "--state-dir", t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "--dedup drop") || !strings.Contains(err.Error(), "--multiple-event-handling queue (got steer)") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestBadMultipleEventHandlingModeFromTheEnvironmentIsRefused(t *testing.T) {
+	t.Setenv("BUZZ_PRIVATE_KEY", strings.Repeat("1", 64))
+	t.Setenv("BUZZ_ACP_MULTIPLE_EVENT_HANDLING", "merge")
+	err := run(t, "--agent-command", "/bin/true", "--state-dir", t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), `--multiple-event-handling must be queue, steer, interrupt or owner-interrupt, got "merge"`) {
+		t.Fatalf("err = %v", err)
+	}
+}

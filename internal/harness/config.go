@@ -74,6 +74,11 @@ type Config struct {
 
 	// SessionPolicy: a session per thread (default) or per channel.
 	SessionPolicy SessionPolicy
+	// MultipleEventHandling: what a new event does to its conversation's running turn (steer.go).
+	MultipleEventHandling EventHandling
+	// Dedup: whether events arriving while their conversation's turn runs wait (queue) or are
+	// dropped (drop, only with MultipleEventHandling queue).
+	Dedup Dedup
 	// MaxCachedConversationSessions bounds live sessions per agent process (default 8); the
 	// least recently used idle one is closed to make room.
 	MaxCachedConversationSessions int
@@ -148,6 +153,9 @@ func (c *Config) Validate() error {
 	case PolicyThread, PolicyChannel:
 	default:
 		return fmt.Errorf("--session-policy must be thread or channel, got %q", c.SessionPolicy)
+	}
+	if err := c.validateEventHandling(); err != nil {
+		return err
 	}
 	if c.MaxCachedConversationSessions == 0 {
 		c.MaxCachedConversationSessions = 8

@@ -14,6 +14,7 @@
 //	intake.go    an event's way in (gate, journal, queue) and the journal replay after a restart
 //	control.go   owner commands and the author gate
 //	queue.go     the per-conversation FIFO, with retry backoff
+//	steer.go     a new message while its conversation's turn runs: native steer, or cancel and merge
 //	turn.go      a turn: dispatch, run, decide its outcome, act on it
 //	session.go   opening a session (resume, load or new) and the one builder of its parameters
 //	scope.go     which conversation an event belongs to (scopeKey, --session-policy)
@@ -70,6 +71,10 @@ type Harness struct {
 
 	// inflight stops a conversation's running turn; the cause says why (owner cancel, rotate, leave).
 	inflight map[scopeKey]context.CancelCauseFunc
+	// turns is the loop's view of each running turn, for steer and interrupt (steer.go).
+	turns  map[scopeKey]*liveTurn
+	steers chan steerResult
+	runIDs runIDs
 	// resumeRetried marks conversations whose resume already failed indeterminately once.
 	resumeRetried map[scopeKey]bool
 	heartbeatBusy bool
@@ -105,6 +110,8 @@ func New(cfg Config) (*Harness, error) {
 		lookups:       memberLookups{started: map[string]int{}, done: make(chan membershipCheck, 16)},
 		seen:          client.NewIDSet(20000),
 		inflight:      map[scopeKey]context.CancelCauseFunc{},
+		turns:         map[scopeKey]*liveTurn{},
+		steers:        make(chan steerResult, 16),
 		resumeRetried: map[scopeKey]bool{},
 		results:       make(chan turnResult, 64),
 		wake:          make(chan struct{}, 1),
@@ -125,7 +132,7 @@ func New(cfg Config) (*Harness, error) {
 		cfg: &h.cfg, log: h.log, now: h.now, tasks: &h.tasks,
 		client: acp.ClientConfig{
 			OnLine:        h.onLine,
-			OnUpdate:      h.onUpdate,
+			OnUpdate:      h.onAgentUpdate,
 			Permissions:   permissionPolicy(&h.cfg),
 			ClientVersion: cfg.Version,
 		},
@@ -217,6 +224,8 @@ func (h *Harness) serve(ctx context.Context, liveErr <-chan error) error {
 			h.handleIncoming(ctx, in)
 		case r := <-h.results:
 			h.finishTurn(ctx, r)
+		case r := <-h.steers:
+			h.finishSteer(r)
 		case s := <-h.pool.spawned:
 			h.finishSpawn(ctx, s)
 		case m := <-h.lookups.done:

@@ -46,8 +46,13 @@ func (h *Harness) handleEvent(ctx context.Context, ev *nostr.Event) {
 		h.log.Error("cannot journal event; not accepting it", "event", ev.ID, "channel", chID, "err", err)
 		return
 	}
-	h.enqueue(h.scopeOf(c, ev), ev)
+	k := h.scopeOf(c, ev)
+	if h.dropWhileBusy(k, ev) {
+		return
+	}
+	h.enqueue(k, ev)
 	h.ack.queued(chID, ev)
+	h.midTurn(ctx, k, ev)
 }
 
 // scopeOf is the conversation an event of channel c belongs to under the configured policy.

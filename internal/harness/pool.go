@@ -180,6 +180,7 @@ func (p *pool) adopt(ctx context.Context, s *slot, proc *acp.Process, init *acp.
 		LoadSession:      init.LoadSession,
 		Resume:           init.HasSessionCapability("resume"),
 		Close:            init.HasSessionCapability("close"),
+		Steering:         advertisesSteering(init),
 	}
 	gen := s.gen
 	p.tasks.Go(func() {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/buzz-harness/buzz/internal/prompt"
 )
 
 // Queue limits, as upstream: a batch drains at most maxBatch events; a channel holds at most
@@ -26,10 +28,14 @@ type queued struct {
 
 // Batch is what one turn prompts with: events of one conversation, sorted by created_at.
 type Batch struct {
-	Scope      scopeKey
+	Scope scopeKey
+	// Items are every event the turn answers: first the Carried events of a turn cancelled to
+	// merge a new message (steer.go), then the new ones, each part sorted by created_at.
 	Items      []queued
-	Attempt    int // failed attempts so far
-	QuotaWaits int // quota resets waited out so far (bounded separately: maxQuotaWaits)
+	Carried    int
+	Reason     prompt.MergeReason // how the carried events are framed
+	Attempt    int                // failed attempts so far
+	QuotaWaits int                // quota resets waited out so far (bounded separately: maxQuotaWaits)
 }
 
 // Events returns the batch's events in order.
@@ -54,7 +60,10 @@ func (b *Batch) IDs() []string {
 func (b *Batch) Last() *nostr.Event { return b.Items[len(b.Items)-1].Event }
 
 type channelQueue struct {
-	items      []queued
+	items []queued
+	// carried are the events of a turn cancelled to merge newer ones; they lead the next batch.
+	carried    []queued
+	reason     prompt.MergeReason
 	inFlight   bool
 	attempts   int
 	quotaWaits int
@@ -107,11 +116,12 @@ func (q *Queue) Next(now time.Time) (b *Batch, ok bool) {
 	var bestAt time.Time
 	found := false
 	for id, c := range q.chans {
-		if c.inFlight || len(c.items) == 0 || now.Before(c.notBefore) {
+		if c.inFlight || len(c.items)+len(c.carried) == 0 || now.Before(c.notBefore) {
 			continue
 		}
-		if !found || c.items[0].ReceivedAt.Before(bestAt) || (c.items[0].ReceivedAt.Equal(bestAt) && id.String() < best.String()) {
-			best, bestAt, found = id, c.items[0].ReceivedAt, true
+		head := c.head()
+		if !found || head.Before(bestAt) || (head.Equal(bestAt) && id.String() < best.String()) {
+			best, bestAt, found = id, head, true
 		}
 	}
 	if !found {
@@ -124,7 +134,46 @@ func (q *Queue) Next(now time.Time) (b *Batch, ok bool) {
 	// Relays replay newest-first; the prompt's last event must be the newest.
 	slices.SortStableFunc(items, func(a, b queued) int { return int(a.Event.CreatedAt) - int(b.Event.CreatedAt) })
 	c.inFlight = true
-	return &Batch{Scope: best, Items: items, Attempt: c.attempts, QuotaWaits: c.quotaWaits}, true
+	b = &Batch{Scope: best, Items: items, Attempt: c.attempts, QuotaWaits: c.quotaWaits}
+	if len(c.carried) > 0 {
+		// With nothing new to fold in, the carried events are simply the batch again.
+		if len(items) > 0 {
+			b.Carried, b.Reason = len(c.carried), c.reason
+		}
+		b.Items = append(c.carried, items...)
+		c.carried = nil
+	}
+	return b, true
+}
+
+// head is when the conversation's oldest waiting event arrived.
+func (c *channelQueue) head() time.Time {
+	if len(c.carried) > 0 {
+		return c.carried[0].ReceivedAt
+	}
+	return c.items[0].ReceivedAt
+}
+
+// Carry ends a turn cancelled so newer events can join it: its events lead the conversation's
+// next batch, framed by reason, and the conversation may run again at once.
+func (q *Queue) Carry(b *Batch, reason prompt.MergeReason) {
+	c := q.ch(b.Scope)
+	c.inFlight = false
+	c.carried = slices.Clone(b.Items)
+	c.reason = reason
+}
+
+// Take removes a queued event (a native steer hands it to the running turn instead).
+func (q *Queue) Take(k scopeKey, id string) (queued, bool) {
+	if c := q.chans[k]; c != nil {
+		for i, it := range c.items {
+			if it.Event.ID == id {
+				c.items = slices.Delete(c.items, i, i+1)
+				return it, true
+			}
+		}
+	}
+	return queued{}, false
 }
 
 // Complete ends a successful turn: the channel may run again and its failure count resets.
@@ -139,7 +188,7 @@ func (q *Queue) Complete(channelID scopeKey) {
 // prune forgets an idle, empty conversation: threads come and go, the queue must not grow with
 // every thread ever seen.
 func (q *Queue) prune(k scopeKey, c *channelQueue) {
-	if !c.inFlight && len(c.items) == 0 && c.attempts == 0 && c.quotaWaits == 0 {
+	if !c.inFlight && len(c.items) == 0 && len(c.carried) == 0 && c.attempts == 0 && c.quotaWaits == 0 {
 		delete(q.chans, k)
 	}
 }
@@ -200,10 +249,10 @@ func (q *Queue) Drain(channelID string) []*nostr.Event {
 		if k.Channel != channelID {
 			continue
 		}
-		for _, it := range c.items {
+		for _, it := range append(c.carried, c.items...) {
 			out = append(out, it.Event)
 		}
-		c.items = nil
+		c.items, c.carried = nil, nil
 		if !c.inFlight {
 			delete(q.chans, k)
 		}
@@ -227,7 +276,7 @@ func (q *Queue) Len(channelID string) int {
 	n := 0
 	for k, c := range q.chans {
 		if k.Channel == channelID {
-			n += len(c.items)
+			n += len(c.items) + len(c.carried)
 		}
 	}
 	return n
@@ -236,7 +285,7 @@ func (q *Queue) Len(channelID string) int {
 // Pending reports whether any conversation has queued events.
 func (q *Queue) Pending() bool {
 	for _, c := range q.chans {
-		if len(c.items) > 0 {
+		if len(c.items)+len(c.carried) > 0 {
 			return true
 		}
 	}

@@ -113,7 +113,9 @@ func (rc *relayClient) renderTurn(ctx context.Context, in turnInput, sess *chanS
 	}
 	last := evs[len(evs)-1]
 	pin := prompt.Input{
-		Events:          evs,
+		Events:          evs[in.batch.Carried:],
+		Cancelled:       evs[:in.batch.Carried],
+		Reason:          in.batch.Reason,
 		Channel:         prompt.Channel{ID: in.channel.ID, Name: in.channel.Name, Type: in.channel.Type, Description: in.channel.About},
 		Self:            rc.self,
 		Delivered:       sess.Delivered,

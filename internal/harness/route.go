@@ -40,6 +40,7 @@ type AgentIdentity struct {
 	LoadSession      bool
 	Resume           bool
 	Close            bool // sessionCapabilities.close: idle sessions are closed with session/close
+	Steering         bool // initialize _meta.steering.supported: _session/steering reaches a running turn
 }
 
 // ProbeState is what goose's system-prompt probe found on an agent process.

@@ -29,6 +29,8 @@ type turnInput struct {
 	turnID   string
 	// heartbeat: a scheduled prompt on the slot's heartbeat session, not a channel batch.
 	heartbeat bool
+	// live is the loop's handle on the turn (steer.go); the turn only sets its session id.
+	live *liveTurn
 }
 
 // turnResult is what a turn reports back to the loop.
@@ -79,6 +81,8 @@ func (h *Harness) startTurn(ctx context.Context, in turnInput) {
 	in.slot.busy = true
 	tctx, cancel := context.WithCancelCause(ctx)
 	h.inflight[in.scope] = cancel
+	in.live = &liveTurn{proc: in.proc, steerable: in.ident.Steering, startedAt: h.now()}
+	h.turns[in.scope] = in.live
 	h.ack.turnStarted(in.scope, in.channel.ID, in.batch.Last())
 	h.tasks.Go(func() {
 		r := h.runTurn(tctx, in)
@@ -102,7 +106,7 @@ func (h *Harness) report(ctx context.Context, r turnResult) {
 // runTurn opens (or reuses) the channel's session, renders the prompt and runs it.
 func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 	r.in = in
-	start := h.now()
+	start := in.live.startedAt
 	// Durable before the agent sees the batch: after a crash this says a reply may exist.
 	if err := h.jrnl.InFlight(start, in.batch.IDs()...); err != nil {
 		h.log.Warn("journal", "err", err)
@@ -135,6 +139,7 @@ func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 		ContextIncomplete:       rendered.ContextIncomplete,
 	})
 	h.emit(in, observer.Prompt{SessionID: sess.ID, Blocks: rendered.Blocks})
+	in.live.session.Store(&sess.ID) // from here a native steer can reach this turn
 
 	res, err := in.proc.Prompt(ctx, sess.ID, blocks, h.cfg.promptOptions())
 	dur := h.now().Sub(start)
@@ -150,6 +155,11 @@ func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 		return r
 	}
 	r.stop = res.StopReason
+	if r.stop == "cancelled" && errors.Is(context.Cause(ctx), errMerge) {
+		// Cancelled to merge a new message: if the reply already landed, the batch is answered
+		// and only the new message goes next (it must not be answered twice).
+		r.answered = h.relay.answered(context.WithoutCancel(ctx), in.channel.ID, in.batch.Events(), start)
+	}
 	r.delivered = rendered.DeliveredIDs
 	r.standing = rendered.Stats.StandingIncluded
 	h.emit(in, observer.TurnEnded{StopReason: res.StopReason, DurationMs: dur.Milliseconds(), Usage: res.Usage})
@@ -165,12 +175,15 @@ const (
 	turnAnsweredLate                    // the agent failed after its reply landed: respawn, do not retry
 	turnResumeLost                      // resume failed indeterminately: respawn and try once more
 	turnFailed                          // retry with backoff (or a named quota wait); dead-letter at the limit
+	turnMerged                          // cancelled for a new message: its events lead the next batch
 )
 
 // decideOutcome classifies a turn's result; left: the agent is no longer in the channel.
 func decideOutcome(r turnResult, left bool) turnOutcome {
 	stopped := r.cause != nil && r.cause != errShutdown // owner cancel, rotate, or the channel was left
 	switch {
+	case errors.Is(r.cause, errMerge) && !left:
+		return turnMerged
 	case stopped || left:
 		return turnStopped
 	case r.err == nil:
@@ -191,7 +204,15 @@ func (h *Harness) finishTurn(ctx context.Context, r turnResult) {
 		return
 	}
 	s, k := r.in.slot, r.in.scope
-	h.ack.turnEnded(k, r.in.batch.IDs())
+	t := h.turns[k]
+	delete(h.turns, k)
+	absorbSteered(&r, t)
+	outcome := decideOutcome(r, h.removed[k.channelID()] || h.channels[k.channelID()] == nil)
+	ended := r.in.batch.IDs()
+	if outcome == turnMerged {
+		ended = nil // the conversation's work goes on: its 👀 stay
+	}
+	h.ack.turnEnded(k, ended)
 	delete(h.inflight, k)
 	delete(h.resumeRetried, k)
 	s.busy = false
@@ -204,7 +225,9 @@ func (h *Harness) finishTurn(ctx context.Context, r turnResult) {
 		r.session.lastUsed = h.now()
 		s.sessions[k] = r.session
 	}
-	switch decideOutcome(r, h.removed[k.channelID()] || h.channels[k.channelID()] == nil) {
+	switch outcome {
+	case turnMerged:
+		h.carryTurn(r, t)
 	case turnStopped:
 		h.dropTurn(r)
 	case turnDone:

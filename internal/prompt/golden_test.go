@@ -142,4 +142,5 @@ func TestAuxiliaryRenderersMatchGoldens(t *testing.T) {
 	checkGolden(t, "heartbeat_first_with_base", joinBlocks(RenderHeartbeat("", &st, now)))
 	checkGolden(t, "initial_message_with_standing", PrependStanding(st, "Introduce yourself in #eng."))
 	checkGolden(t, "system_prompt_with_workspace", st.SystemPrompt("/srv/agents/builder"))
+	checkGolden(t, "native_steer_single", SteerText(tNested, ""))
 }

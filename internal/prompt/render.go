@@ -448,24 +448,30 @@ func (r *renderer) parsed(ev nostr.Event, withProfiles bool) string {
 	return strings.Join(parts, ", ")
 }
 
+// The merge headers and notes are our own wording (upstream's are not copied); the agent only
+// needs to tell the earlier request from the new message and know whether to carry on or switch.
 func (r *renderer) priorHeader() string {
 	if r.in.Reason == ReasonInterrupt {
-		return "[Previous request — interrupted before completion]"
+		return "[Earlier request — stopped before you finished it]"
 	}
-	return "[What you were working on]"
+	return "[Earlier request — you were still working on it]"
 }
 
 func (r *renderer) newHeader(n int) string {
-	interrupt := r.in.Reason == ReasonInterrupt
+	return newHeader(r.in.Reason, n)
+}
+
+func newHeader(reason MergeReason, n int) string {
+	interrupt := reason == ReasonInterrupt
 	switch {
 	case interrupt && n == 1:
-		return "[New request — supersedes previous]"
+		return "[New request — it replaces the earlier one]"
 	case interrupt:
-		return fmt.Sprintf("[New request — supersedes previous — %d events]", n)
+		return fmt.Sprintf("[New request — it replaces the earlier one — %d events]", n)
 	case n == 1:
-		return "[New message — arrived while you were working]"
+		return "[New message — sent while you were working]"
 	}
-	return fmt.Sprintf("[New messages — arrived while you were working — %d events]", n)
+	return fmt.Sprintf("[New messages — sent while you were working — %d events]", n)
 }
 
 func closingNote(reason MergeReason) string {
@@ -473,6 +479,17 @@ func closingNote(reason MergeReason) string {
 		return "[Note] Your previous request was interrupted before it finished. Address the new request above; you may acknowledge the switch in a few words."
 	}
 	return "[Note] You were still working on the earlier request when this arrived. Carry on with that work and fold the new message in if it is relevant; if it is not, acknowledge it briefly and continue."
+}
+
+// SteerText is what a native steer hands the running turn: the new event alone, in the bare form
+// (channel by id, authors by key: the turn already has the context and profiles), framed so the
+// agent keeps going and folds it in.
+func SteerText(ev nostr.Event, tag string) string {
+	r := renderer{tag: tag}
+	if strings.TrimSpace(r.tag) == "" {
+		r.tag = DefaultTag
+	}
+	return newHeader(ReasonSteer, 1) + "\n\n[Buzz event: " + r.tag + "]\n" + r.eventBlock(ev, false) + "\n\n" + closingNote(ReasonSteer)
 }
 
 // slashCommand passes a bare slash command through as the first block when the batch is one

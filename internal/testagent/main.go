@@ -44,6 +44,15 @@
 //	TESTAGENT_CRASH_ON=N     os.Exit(3) mid-turn on the Nth prompt (counted across restarts in the state
 //	                         dir, so a respawned agent does not crash again)
 //	TESTAGENT_HANG_ON=N|all  on that prompt write nothing until session/cancel, then answer "cancelled"
+//	                         (N may be a comma-separated list of prompt numbers)
+//	TESTAGENT_HANG_AFTER_REPLY=N  on that prompt (a list, like HANG_ON) post the reply, then hang until
+//	                         session/cancel and answer "cancelled"
+//	TESTAGENT_STEERING=1     advertise initialize _meta.steering.supported and answer _session/steering:
+//	                         a hanging turn of that session takes the text in, stops hanging and replies
+//	                         (outcome "injected"); with no turn running the outcome is "noActiveTurn"
+//	TESTAGENT_GOOSE_STEER=1  announce a run id per turn (session_info_update _meta.goose.activeRunId,
+//	                         cleared at its end) and answer _goose/unstable/session/steer like the above,
+//	                         refusing a wrong expectedRunId
 //	TESTAGENT_IGNORE_CANCEL=1  while hanging, ignore session/cancel too
 //	TESTAGENT_NO_INIT=1      never answer initialize
 //	TESTAGENT_CRASH_ON_LOAD=1  exit during the first session/load (once per state dir)
@@ -92,6 +101,9 @@ type config struct {
 	noInit           bool
 	garbage          bool
 	spawnChildPIDOut string
+	steering         bool
+	gooseSteer       bool
+	hangAfterReply   string
 }
 
 func loadConfig() (config, error) {
@@ -114,6 +126,9 @@ func loadConfig() (config, error) {
 		noInit:           os.Getenv("TESTAGENT_NO_INIT") == "1",
 		garbage:          os.Getenv("TESTAGENT_GARBAGE") == "1",
 		spawnChildPIDOut: os.Getenv("TESTAGENT_SPAWN_CHILD"),
+		steering:         os.Getenv("TESTAGENT_STEERING") == "1",
+		gooseSteer:       os.Getenv("TESTAGENT_GOOSE_STEER") == "1",
+		hangAfterReply:   os.Getenv("TESTAGENT_HANG_AFTER_REPLY"),
 	}
 	for _, name := range strings.Split(os.Getenv("TESTAGENT_CAPS"), ",") {
 		switch name = strings.TrimSpace(name); name {
@@ -211,11 +226,13 @@ type agent struct {
 	mu       sync.Mutex
 	sessions map[string]*session
 	running  map[string]context.CancelFunc
+	steers   map[string]chan string // a running turn's inbox for steered text
+	runs     map[string]string      // a running turn's goose run id
 	recMu    sync.Mutex
 }
 
 func newAgent(cfg config) *agent {
-	return &agent{cfg: cfg, ready: make(chan struct{}), sessions: map[string]*session{}, running: map[string]context.CancelFunc{}}
+	return &agent{cfg: cfg, ready: make(chan struct{}), sessions: map[string]*session{}, running: map[string]context.CancelFunc{}, steers: map[string]chan string{}, runs: map[string]string{}}
 }
 
 func (a *agent) writeGarbage() {
@@ -303,6 +320,16 @@ func (a *agent) HandleRequest(ctx context.Context, method string, params json.Ra
 		delete(a.sessions, p.SessionID)
 		a.mu.Unlock()
 		return map[string]any{}, nil
+	case "_session/steering":
+		if !a.cfg.steering {
+			return nil, acp.MethodNotFound(method)
+		}
+		return a.steer(params, false)
+	case "_goose/unstable/session/steer":
+		if !a.cfg.gooseSteer {
+			return nil, acp.MethodNotFound(method)
+		}
+		return a.steer(params, true)
 	case "_goose/unstable/session/system-prompt/set":
 		switch a.cfg.gooseSysPrompt {
 		case "1":
@@ -316,8 +343,47 @@ func (a *agent) HandleRequest(ctx context.Context, method string, params json.Ra
 	}
 }
 
+// steer hands steered text to the session's running turn.
+func (a *agent) steer(params json.RawMessage, goose bool) (any, error) {
+	var p struct {
+		SessionID     string             `json:"sessionId"`
+		ExpectedRunID string             `json:"expectedRunId"`
+		Prompt        []acp.ContentBlock `json:"prompt"`
+	}
+	if err := json.Unmarshal(params, &p); err != nil {
+		return nil, acp.NewRPCError(acp.CodeInvalidParams, err.Error(), nil)
+	}
+	var texts []string
+	for _, b := range p.Prompt {
+		texts = append(texts, b.Text)
+	}
+	a.mu.Lock()
+	inbox, run := a.steers[p.SessionID], a.runs[p.SessionID]
+	a.mu.Unlock()
+	if goose && (run == "" || p.ExpectedRunID != run) {
+		return nil, acp.NewRPCError(acp.CodeInvalidParams, "expectedRunId does not name the active run", nil)
+	}
+	if inbox == nil {
+		return map[string]any{"outcome": "noActiveTurn"}, nil
+	}
+	select {
+	case inbox <- strings.Join(texts, "\n\n"):
+	default:
+		return nil, acp.NewRPCError(acp.CodeInternal, "steer inbox full", nil)
+	}
+	if goose {
+		return map[string]any{}, nil
+	}
+	return map[string]any{"outcome": "injected"}, nil
+}
+
 func (a *agent) initialize() map[string]any {
+	meta := map[string]any{}
+	if a.cfg.steering {
+		meta["steering"] = map[string]any{"supported": true}
+	}
 	return map[string]any{
+		"_meta":           meta,
 		"protocolVersion": acp.ProtocolVersion,
 		"agentInfo":       map[string]any{"name": a.cfg.name, "title": "Buzz Test Agent", "version": a.cfg.version},
 		"agentCapabilities": map[string]any{
@@ -402,17 +468,30 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 	count := a.bumpCounter()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	inbox := make(chan string, 8)
 	if s != nil {
 		a.running[s.ID] = cancel
+		a.steers[s.ID] = inbox
+		if a.cfg.gooseSteer {
+			a.runs[s.ID] = "run-" + strconv.Itoa(count)
+		}
 	}
 	a.mu.Unlock()
 	if s == nil {
 		return nil, acp.NewRPCError(acp.CodeResourceNotFound, "Session not found", map[string]string{"sessionId": p.SessionID})
 	}
+	if a.cfg.gooseSteer {
+		a.announceRun(s.ID, "run-"+strconv.Itoa(count))
+	}
 	defer func() {
 		a.mu.Lock()
 		delete(a.running, s.ID)
+		delete(a.steers, s.ID)
+		delete(a.runs, s.ID)
 		a.mu.Unlock()
+		if a.cfg.gooseSteer {
+			a.announceRun(s.ID, "")
+		}
 	}()
 
 	var texts []string
@@ -431,13 +510,17 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 		fmt.Fprintf(os.Stderr, "testagent: crashing on prompt %d\n", count)
 		os.Exit(3)
 	}
-	if a.cfg.hangOn == "all" || a.cfg.hangOn == strconv.Itoa(count) {
+	if a.hangs(count) {
 		fmt.Fprintf(os.Stderr, "testagent: hanging on prompt %d\n", count)
-		<-ctx.Done()
-		if a.cfg.ignoreCancel {
-			<-a.conn.Done()
+		select {
+		case <-ctx.Done():
+			if a.cfg.ignoreCancel {
+				<-a.conn.Done()
+			}
+			return cancelled, nil
+		case steered := <-inbox:
+			text += "\n\n" + steered // a steer ends the hang: the turn answers everything
 		}
-		return cancelled, nil
 	}
 
 	info := parsePrompt(text)
@@ -476,6 +559,10 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 	for _, part := range split(reply, a.cfg.stream) {
 		_ = acp.SendUpdate(a.conn, s.ID, acp.TextChunk(acp.UpdateAgentMessageChunk, part))
 	}
+	if hangs(a.cfg.hangAfterReply, count) {
+		<-ctx.Done()
+		return cancelled, nil
+	}
 	if ctx.Err() != nil {
 		return cancelled, nil
 	}
@@ -485,6 +572,33 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 	a.mu.Unlock()
 	usage, _ := json.Marshal(map[string]int{"inputTokens": len(text), "outputTokens": len(reply), "totalTokens": len(text) + len(reply)})
 	return acp.PromptResponse{StopReason: a.cfg.stopReason, Usage: usage}, nil
+}
+
+// hangs reports whether prompt number count hangs (TESTAGENT_HANG_ON: "all" or a list).
+func (a *agent) hangs(count int) bool { return hangs(a.cfg.hangOn, count) }
+
+func hangs(list string, count int) bool {
+	for _, n := range strings.Split(list, ",") {
+		if n == "" {
+			continue
+		}
+		if n = strings.TrimSpace(n); n == "all" || n == strconv.Itoa(count) {
+			return true
+		}
+	}
+	return false
+}
+
+// announceRun sends goose's session_info_update naming the active run ("" clears it).
+func (a *agent) announceRun(sessionID, run string) {
+	var id any
+	if run != "" {
+		id = run
+	}
+	_ = acp.SendUpdate(a.conn, sessionID, map[string]any{
+		"sessionUpdate": "session_info_update",
+		"_meta":         map[string]any{"goose": map[string]any{"activeRunId": id}},
+	})
 }
 
 func (a *agent) replyText(info promptInfo, sessionID, codeword string, count int) string {
