@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/buzz-harness/buzz/internal/protocol"
 )
 
 // TestSoakNothingLost sends mentions from several senders over several channels while buzz-acp is
@@ -77,14 +79,29 @@ func TestSoakNothingLost(t *testing.T) {
 
 	sent := map[string]int{}
 	var order []string
+	// A third of the mentions reply in an earlier mention's thread, so they often arrive while
+	// that thread's turn runs and are steered into it (the default --multiple-event-handling).
+	threadOf := map[string]string{} // mention → its thread's root
+	roots := map[string][]string{}  // channel → top-level mentions
 	for i := range mentions {
 		sk := senders[rng.IntN(len(senders))]
-		ev := nostr.Event{Kind: 9, Content: fmt.Sprintf("soak mention %d", i), CreatedAt: nostr.Now(),
-			Tags: nostr.Tags{{"h", channels[rng.IntN(len(channels))]}, {"p", s.agentPK}}}
+		ch := channels[rng.IntN(len(channels))]
+		tags := nostr.Tags{{"h", ch}, {"p", s.agentPK}}
+		root := ""
+		if rs := roots[ch]; len(rs) > 0 && rng.IntN(3) == 0 {
+			root = rs[rng.IntN(len(rs))]
+			tags = append(tags, replyTo(root))
+		}
+		ev := nostr.Event{Kind: 9, Content: fmt.Sprintf("soak mention %d", i), CreatedAt: nostr.Now(), Tags: tags}
 		if err := ev.Sign(sk); err != nil {
 			t.Fatal(err)
 		}
 		s.relay.Publish(t, sk, ev)
+		if root == "" {
+			root = ev.ID
+			roots[ch] = append(roots[ch], ev.ID)
+		}
+		threadOf[ev.ID] = root
 		sent[ev.ID] = i
 		order = append(order, ev.ID)
 		time.Sleep(time.Duration(rng.IntN(40)) * time.Millisecond) // uneven pacing, so kills land mid-turn
@@ -141,12 +158,44 @@ func TestSoakNothingLost(t *testing.T) {
 			t.Errorf("mention %d (%s) answered %d times, %d failure notices", sent[id], id[:12], a, d)
 		}
 	}
-	t.Logf("soak result: %d answered once, %d failure notices, %d answered more than once, %d lost (of %d)",
-		once, noticed, twice, lost, mentions)
+	misthreaded := 0
+	for id, roots := range s.answerThreads(channels) {
+		for _, r := range roots {
+			if want, ok := threadOf[id]; ok && r != want {
+				misthreaded++
+				t.Errorf("mention %d (%s) answered in thread %s, want its own thread %s", sent[id], id[:12], r[:12], want[:12])
+			}
+		}
+	}
+	steered := 0
+	for _, id := range order {
+		if threadOf[id] != id {
+			steered++
+		}
+	}
+	t.Logf("soak result: %d answered once, %d failure notices, %d answered more than once, %d lost, %d answered in another thread (of %d; %d were replies in a thread)",
+		once, noticed, twice, lost, misthreaded, mentions, steered)
 	if path := os.Getenv("BUZZ_SOAK_REPORT"); path != "" {
 		_ = os.WriteFile(path, []byte(fmt.Sprintf("seed=%d mentions=%d channels=%d harness_kills=%d agent_kills=%d relay_restarts=1 answered_once=%d failure_notices=%d answered_twice=%d lost=%d\n",
 			seed, mentions, nChannels, harnessKills, agentKills, once, noticed, twice, lost)), 0o644)
 	}
+}
+
+// answerThreads lists, per event id, the thread roots of the agent replies that name it.
+func (s *stack) answerThreads(channels []string) map[string][]string {
+	out := map[string][]string{}
+	evs := s.relay.Query(s.t, s.ownerSK, nostr.Filter{Kinds: []int{9}, Authors: []string{s.agentPK}, Tags: nostr.TagMap{"h": channels}, Limit: 2000})
+	for _, e := range evs {
+		rest, ok := strings.CutPrefix(e.Content, "answered ")
+		if !ok {
+			continue
+		}
+		root := protocol.ParseThread(e.Tags).Root
+		for _, id := range strings.Split(rest, ",") {
+			out[strings.TrimSpace(id)] = append(out[strings.TrimSpace(id)], root)
+		}
+	}
+	return out
 }
 
 // answeredIDs counts, per event id, the agent replies ("answered <ids>") that name it.
