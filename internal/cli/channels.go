@@ -90,7 +90,7 @@ func (a *app) channelsCommand() *cobra.Command {
 	list.Flags().IntVar(&limit, "limit", 500, "maximum channels")
 
 	var getCh string
-	get := a.leaf("get", "Show one channel (null if unknown or not visible)", func(ctx context.Context, cmd *cobra.Command) (any, error) {
+	get := a.leaf("get", "Show one channel (not_found if unknown or not visible)", func(ctx context.Context, cmd *cobra.Command) (any, error) {
 		ch, err := channelArg(getCh)
 		if err != nil {
 			return nil, err
@@ -104,7 +104,7 @@ func (a *app) channelsCommand() *cobra.Command {
 			return nil, err
 		}
 		if ev == nil {
-			return nil, nil
+			return nil, unknownChannel(ch)
 		}
 		info := toChannelInfo(ev)
 		info.Pubkey = ev.PubKey
@@ -169,7 +169,8 @@ func (a *app) channelsCommand() *cobra.Command {
 			return nil, err
 		}
 		if ms == nil {
-			ms = []protocol.Member{}
+			// Every live channel has a member list; none visible means no such channel for us.
+			return nil, unknownChannel(ch)
 		}
 		return ms, nil
 	})
@@ -208,7 +209,45 @@ func (a *app) channelsCommand() *cobra.Command {
 		members,
 		a.channelWrite("add-member", "Add a member (kind 9000)", protocol.KindPutUser, true),
 		a.channelWrite("remove-member", "Remove a member (kind 9001)", protocol.KindRemoveUser, true),
+		a.channelMeta("topic", "Set the channel topic (kind 9002; any member)", "topic"),
+		a.channelMeta("purpose", "Set the channel purpose (kind 9002; any member)", "purpose"),
+		a.channelMeta("archive", "Archive the channel (kind 9002; owners and admins)", ""),
+		a.channelMeta("unarchive", "Unarchive the channel (kind 9002; owners and admins)", ""),
 	)
+}
+
+// channelMeta builds the kind 9002 edits: topic and purpose take their text as a flag of the
+// same name; archive and unarchive set the archived tag.
+func (a *app) channelMeta(use, short, field string) *cobra.Command {
+	var chFlag, value string
+	cmd := a.leaf(use, short, func(ctx context.Context, cmd *cobra.Command) (any, error) {
+		ch, err := channelArg(chFlag)
+		if err != nil {
+			return nil, err
+		}
+		var tag nostr.Tag
+		switch use {
+		case "archive":
+			tag = nostr.Tag{"archived", "true"}
+		case "unarchive":
+			tag = nostr.Tag{"archived", "false"}
+		default:
+			if len(value) > 1024 {
+				return nil, usageError("--%s is %d bytes; the limit is 1024", field, len(value))
+			}
+			tag = nostr.Tag{field, value}
+		}
+		b, err := a.bridge()
+		if err != nil {
+			return nil, err
+		}
+		return publish(ctx, b, &nostr.Event{Kind: protocol.KindEditMetadata, Tags: nostr.Tags{{"h", ch}, tag}})
+	})
+	requiredString(cmd, &chFlag, "channel", "channel UUID")
+	if field != "" {
+		requiredString(cmd, &value, field, "the new "+field+" (empty clears it)")
+	}
+	return cmd
 }
 
 // channelWrite builds join/leave/add-member/remove-member: an h-scoped admin event, with a

@@ -24,6 +24,8 @@ func newWorld(t *testing.T) *world {
 	t.Helper()
 	w := &world{fb: newFakeBridge(t), relaySK: nostr.GeneratePrivateKey(), me: nostr.GeneratePrivateKey()}
 	w.env = map[string]string{"BUZZ_RELAY_URL": w.fb.URL, "BUZZ_PRIVATE_KEY": w.me}
+	// The channel exists: reads scoped to it find its metadata.
+	w.fb.seed(t, w.relaySK, nostr.Event{Kind: protocol.KindGroupMetadata, Tags: nostr.Tags{{"d", testChannel}, {"name", "general"}, {"public"}, {"t", "stream"}}})
 	return w
 }
 
@@ -184,10 +186,11 @@ func TestChannelsListMemberShowsOnlyMyChannels(t *testing.T) {
 	}
 }
 
-func TestChannelsGetPrintsNullForUnknownChannel(t *testing.T) {
+func TestChannelsGetOfUnknownChannelIsNotFound(t *testing.T) {
 	w := newWorld(t)
-	if r := w.run("", "channels", "get", "--channel", testChannel); r.code != 0 || strings.TrimSpace(r.stdout) != "null" {
-		t.Fatalf("exit %d stdout %q", r.code, r.stdout)
+	r := w.run("", "channels", "get", "--channel", "11111111-2222-4333-8444-555555555555")
+	if r.code != ExitUsage || r.errJSON(t).Category != "not_found" || r.stdout != "" {
+		t.Fatalf("exit %d stdout %q stderr %s", r.code, r.stdout, r.stderr)
 	}
 }
 

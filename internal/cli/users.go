@@ -113,16 +113,6 @@ func latestProfile(ctx context.Context, b *client.Bridge, pk string) (*nostr.Eve
 	return queryNewest(ctx, b, nostr.Filter{Kinds: []int{protocol.KindProfile}, Authors: []string{pk}, Limit: 1})
 }
 
-func (a *app) reactionsCommand() *cobra.Command {
-	var evFlag, emoji string
-	add := a.leaf("add", "React to an event (kind 7)", func(ctx context.Context, cmd *cobra.Command) (any, error) {
-		return a.react(ctx, evFlag, emoji)
-	})
-	requiredString(add, &evFlag, "event", "event id to react to")
-	add.Flags().StringVar(&emoji, "emoji", "+", "reaction emoji or +/-")
-	return group("reactions", "Reactions", add)
-}
-
 func (a *app) react(ctx context.Context, event, emoji string) (any, error) {
 	id, err := eventIDArg("event", event)
 	if err != nil {
@@ -183,10 +173,11 @@ func (a *app) canvasGet(ctx context.Context, channel string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	ev, err := queryNewest(ctx, b, nostr.Filter{Kinds: []int{protocol.KindCanvas}, Tags: nostr.TagMap{"h": {ch}}, Limit: 1})
+	evs, err := queryInChannel(ctx, b, ch, client.Filter{Filter: nostr.Filter{Kinds: []int{protocol.KindCanvas}, Tags: nostr.TagMap{"h": {ch}}, Limit: 1}})
 	if err != nil {
 		return nil, err
 	}
+	ev := newest(evs)
 	if ev == nil {
 		return nil, nil
 	}
