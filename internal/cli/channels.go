@@ -21,6 +21,8 @@ type channelInfo struct {
 	Archived    bool   `json:"archived"`
 	Visibility  string `json:"visibility"`
 	ChannelType string `json:"channel_type"`
+	Topic       string `json:"topic,omitempty"`
+	Purpose     string `json:"purpose,omitempty"`
 	Pubkey      string `json:"pubkey,omitempty"`
 }
 
@@ -28,7 +30,7 @@ func toChannelInfo(ev *nostr.Event) channelInfo {
 	m := protocol.ParseChannelMeta(ev)
 	return channelInfo{
 		ChannelID: m.ID, Name: m.Name, Description: m.About, CreatedAt: int64(ev.CreatedAt),
-		Archived: m.Archived, Visibility: m.Visibility(), ChannelType: m.Type,
+		Archived: m.Archived, Visibility: m.Visibility(), ChannelType: m.Type, Topic: m.Topic, Purpose: m.Purpose,
 	}
 }
 

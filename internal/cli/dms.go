@@ -9,6 +9,7 @@ import (
 
 	"github.com/buzz-harness/buzz/internal/client"
 	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/google/uuid"
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/spf13/cobra"
 )
@@ -77,17 +78,17 @@ func dmPubkeys(vals []string) ([]string, error) {
 	return out, nil
 }
 
-// openDM publishes a 41010 and reads the DM's channel id from the relay's answer. Unlike
-// upstream's CLI it adds no d tag: a relay that treats d as a NIP-33 coordinate could answer a
-// reused one as a duplicate, with no channel id.
+// openDM publishes a 41010 and reads the DM's channel id from the relay's answer. Like
+// upstream's CLI it adds a fresh random d tag, so that opening the same DM twice within a
+// second is two events, not a duplicate an upstream relay would answer without the channel id.
 func openDM(ctx context.Context, b *client.Bridge, pks []string) (dmOpenResult, error) {
-	tags := nostr.Tags{}
+	tags := nostr.Tags{{"d", uuid.NewString()}}
 	for _, pk := range pks {
 		if pk != b.PublicKey() {
 			tags = append(tags, nostr.Tag{"p", pk})
 		}
 	}
-	if len(tags) == 0 {
+	if len(tags) == 1 {
 		return dmOpenResult{}, usageError("--pubkey: a DM needs someone besides you")
 	}
 	res, err := publish(ctx, b, &nostr.Event{Kind: protocol.KindDMOpen, Tags: tags})

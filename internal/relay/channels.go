@@ -82,6 +82,11 @@ func (r *Relay) submitAdmin(ctx context.Context, ev *nostr.Event, chID string) r
 		}
 	}
 	if old, _, err := r.st.Event(ctx, ev.ID); err == nil && old != nil {
+		if ev.Kind == protocol.KindDMOpen {
+			// The same open sent twice (same second, same keys): still name the DM, which
+			// is all the sender needs from the answer.
+			return accepted(`response:{"channel_id":"` + chID + `","created":false}`)
+		}
 		return accepted(store.ErrDuplicate.Error())
 	}
 	plan, res, ok := r.planAdmin(ctx, ev, chID)
