@@ -21,10 +21,10 @@ type adminPlan struct {
 	// systemBody, when set, is the 40099 content instead of system (values that are not strings).
 	systemBody string
 	// reply is the accepted answer's message (a DM open names its channel here).
-	reply string
-	added    []string          // 44100 targets
-	removed  []string          // 44101 targets
-	state    bool              // re-emit 39000/39001/39002
+	reply   string
+	added   []string // 44100 targets
+	removed []string // 44101 targets
+	state   bool     // re-emit 39000/39001/39002
 }
 
 // adminInput is everything a rule decides on: the event, the channel as it stands (zero when
