@@ -21,8 +21,8 @@ type promptMention struct {
 
 var (
 	buzzWordRe = regexp.MustCompile(`\bbuzz\b`)
-	wordRe       = regexp.MustCompile(`^[a-z][a-z0-9-]*(\|[a-z][a-z0-9-]*)*$`)
-	flagRe       = regexp.MustCompile(`--([a-z][a-z0-9-]*)`)
+	wordRe     = regexp.MustCompile(`^[a-z][a-z0-9-]*(\|[a-z][a-z0-9-]*)*$`)
+	flagRe     = regexp.MustCompile(`--([a-z][a-z0-9-]*)`)
 )
 
 // parseMentions finds every lowercase "buzz" followed by command words and flags, up to the
