@@ -1,9 +1,14 @@
 package cli_test
 
 import (
+	"context"
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/relay/relaytest"
@@ -280,5 +285,79 @@ func TestBinaryDMsOpenOnceListForParticipantsAndStayPrivate(t *testing.T) {
 	}
 	if e := alice.fails(1, "dms", "open"); e.Error != "user_error" {
 		t.Fatalf("dms open without --pubkey: %+v", e)
+	}
+}
+
+// setPresence publishes kind 20001 as u over a WebSocket (the bridge refuses ephemeral kinds),
+// answering the relay's AUTH challenge first.
+func (u *user) setPresence(status string) {
+	u.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, u.relay, nil)
+	if err != nil {
+		u.t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	read := func(label string) []any {
+		for {
+			_, b, err := ws.Read(ctx)
+			if err != nil {
+				u.t.Fatalf("read: %v", err)
+			}
+			var m []any
+			if json.Unmarshal(b, &m) == nil && len(m) > 1 && m[0] == label {
+				return m
+			}
+		}
+	}
+	send := func(v ...any) {
+		b, _ := json.Marshal(v)
+		if err := ws.Write(ctx, websocket.MessageText, b); err != nil {
+			u.t.Fatal(err)
+		}
+	}
+	challenge := read("AUTH")[1].(string)
+	auth, err := protocol.NewAuthEvent(u.sk, u.relay, challenge, time.Now())
+	if err != nil {
+		u.t.Fatal(err)
+	}
+	send("AUTH", auth)
+	if ok := read("OK"); ok[2] != true {
+		u.t.Fatalf("AUTH refused: %v", ok)
+	}
+	ev := nostr.Event{Kind: protocol.KindPresence, Content: status, CreatedAt: nostr.Now(), Tags: nostr.Tags{}}
+	_ = ev.Sign(u.sk)
+	send("EVENT", ev)
+	if ok := read("OK"); ok[2] != true {
+		u.t.Fatalf("presence refused: %v", ok)
+	}
+}
+
+func TestBinaryUsersPresenceListsOnlineAndAwayAndOmitsOffline(t *testing.T) {
+	s := relaytest.Start(t)
+	alice, bob, carol := newUser(t, s.URL), newUser(t, s.URL), newUser(t, s.URL)
+	bob.setPresence("online")
+	carol.setPresence("away")
+	var got []struct {
+		Pubkey    string `json:"pubkey"`
+		Status    string `json:"status"`
+		UpdatedAt int64  `json:"updated_at"`
+	}
+	alice.ok(&got, "", "users", "presence", "--pubkeys", bob.pk+","+protocol.Npub(carol.pk)+","+alice.pk)
+	status := map[string]string{}
+	for _, p := range got {
+		status[p.Pubkey] = p.Status
+	}
+	if len(got) != 2 || status[bob.pk] != "online" || status[carol.pk] != "away" || got[0].UpdatedAt == 0 {
+		t.Fatalf("presence = %+v, want bob online and carol away (alice absent: offline)", got)
+	}
+	bob.setPresence("offline")
+	alice.ok(&got, "", "users", "presence", "--pubkeys", bob.pk)
+	if len(got) != 0 {
+		t.Fatalf("after bob went offline = %+v", got)
+	}
+	if e := alice.fails(1, "users", "presence", "--pubkeys", "bob"); e.Error != "user_error" {
+		t.Fatalf("bad pubkey: %+v", e)
 	}
 }
