@@ -25,7 +25,8 @@ func newWorld(t *testing.T) *world {
 	w := &world{fb: newFakeBridge(t), relaySK: nostr.GeneratePrivateKey(), me: nostr.GeneratePrivateKey()}
 	w.env = map[string]string{"BUZZ_RELAY_URL": w.fb.URL, "BUZZ_PRIVATE_KEY": w.me}
 	// The channel exists: reads scoped to it find its metadata.
-	w.fb.seed(t, w.relaySK, nostr.Event{Kind: protocol.KindGroupMetadata, Tags: nostr.Tags{{"d", testChannel}, {"name", "general"}, {"public"}, {"t", "stream"}}})
+	// Dated long ago, so a test's own 39000 for the channel is the newest.
+	w.fb.seed(t, w.relaySK, nostr.Event{Kind: protocol.KindGroupMetadata, CreatedAt: 1000, Tags: nostr.Tags{{"d", testChannel}, {"name", "general"}, {"public"}, {"t", "stream"}}})
 	return w
 }
 
