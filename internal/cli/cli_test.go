@@ -431,10 +431,15 @@ func TestRejectedWriteMapsToExitCode(t *testing.T) {
 		"restricted: not a channel member":          ExitNetwork,
 		"rate-limited: quota exceeded; retry in 3s": ExitNetwork,
 		"invalid: bad tag":                          ExitNetwork,
+		"invalid: unknown channel":                  ExitUsage, // not_found
+		"invalid: edit target event not found":      ExitUsage,
 	} {
 		if e := rejected(msg); e.Code != code || e.Message != msg {
 			t.Errorf("%q → %+v, want exit %d", msg, e, code)
 		}
+	}
+	if rejected("invalid: unknown channel").Category != "not_found" {
+		t.Error("an unknown channel is not not_found")
 	}
 	if !rejected("rate-limited: x").Retryable || rejected("invalid: x").Retryable {
 		t.Error("retryable flag wrong")

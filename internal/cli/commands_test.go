@@ -279,6 +279,15 @@ func TestBinaryDMsOpenOnceListForParticipantsAndStayPrivate(t *testing.T) {
 	}
 	carol.fails(2, "channels", "join", "--channel", first.DMID)
 
+	var trio struct {
+		Accepted bool   `json:"accepted"`
+		DMID     string `json:"dm_id"`
+	}
+	bob.ok(&trio, "", "dms", "add-member", "--channel", first.DMID, "--pubkey", carol.pk)
+	if !trio.Accepted || trio.DMID != group.DMID {
+		t.Fatalf("add-member = %+v, want the existing three-person DM %s", trio, group.DMID)
+	}
+
 	general := alice.createChannel("general", false)
 	if e := alice.fails(1, "dms", "send", "--channel", general, "--content", "x"); e.Error != "user_error" {
 		t.Fatalf("dms send to a stream channel: %+v", e)

@@ -59,7 +59,47 @@ func (a *app) dmsCommand() *cobra.Command {
 	send.Flags().StringArrayVar(&sendPks, "pubkey", nil, "participant, hex or npub (repeatable; instead of --channel)")
 	requiredString(send, &o.content, "content", "message text, or - to read stdin")
 	send.Flags().StringVar(&o.replyTo, "reply-to", "", "event id to reply to")
-	return group("dms", "Direct messages (private channels of type dm)", list, open, send)
+	var addCh, addPk string
+	add := a.leaf("add-member", "Open the DM of this DM's participants plus one more (kind 41011); prints its dm_id", func(ctx context.Context, cmd *cobra.Command) (any, error) {
+		ch, err := channelArg(addCh)
+		if err != nil {
+			return nil, err
+		}
+		pk, err := protocol.ParsePubkey(addPk)
+		if err != nil {
+			return nil, usageError("--pubkey: %s", err)
+		}
+		b, err := a.bridge()
+		if err != nil {
+			return nil, err
+		}
+		res, err := publish(ctx, b, &nostr.Event{Kind: protocol.KindDMAddMember, Tags: nostr.Tags{{"h", ch}, {"p", pk}}})
+		if err != nil {
+			return nil, err
+		}
+		id, _, _ := dmReplyChannel(res.Message)
+		return struct {
+			writeResult
+			DMID string `json:"dm_id,omitempty"`
+		}{res, id}, nil
+	})
+	requiredString(add, &addCh, "channel", "DM channel UUID")
+	requiredString(add, &addPk, "pubkey", "the new participant, hex or npub")
+	return group("dms", "Direct messages (private channels of type dm)", list, open, send, add)
+}
+
+// dmReplyChannel reads the channel id (and created flag) out of a DM command's
+// `response:{...}` answer; ok is false when it names no channel.
+func dmReplyChannel(msg string) (id string, created, ok bool) {
+	var reply struct {
+		ChannelID string `json:"channel_id"`
+		Created   bool   `json:"created"`
+	}
+	body, found := strings.CutPrefix(msg, "response:")
+	if !found || json.Unmarshal([]byte(body), &reply) != nil || !protocol.IsUUID(reply.ChannelID) {
+		return "", false, false
+	}
+	return reply.ChannelID, reply.Created, true
 }
 
 // dmPubkeys validates 1–8 participant keys, de-duplicated.
@@ -95,15 +135,11 @@ func openDM(ctx context.Context, b *client.Bridge, pks []string) (dmOpenResult, 
 	if err != nil {
 		return dmOpenResult{}, err
 	}
-	var reply struct {
-		ChannelID string `json:"channel_id"`
-		Created   bool   `json:"created"`
-	}
-	body, ok := strings.CutPrefix(res.Message, "response:")
-	if !ok || json.Unmarshal([]byte(body), &reply) != nil || !protocol.IsUUID(reply.ChannelID) {
+	id, created, ok := dmReplyChannel(res.Message)
+	if !ok {
 		return dmOpenResult{}, &Error{Category: "relay_error", Message: "relay accepted the DM open but named no channel: " + res.Message, Code: ExitNetwork}
 	}
-	return dmOpenResult{writeResult: res, DMID: reply.ChannelID, Created: reply.Created}, nil
+	return dmOpenResult{writeResult: res, DMID: id, Created: created}, nil
 }
 
 func (a *app) dmList(ctx context.Context, limit int) (any, error) {
