@@ -21,6 +21,8 @@ type channelInfo struct {
 	Archived    bool   `json:"archived"`
 	Visibility  string `json:"visibility"`
 	ChannelType string `json:"channel_type"`
+	Topic       string `json:"topic,omitempty"`
+	Purpose     string `json:"purpose,omitempty"`
 	Pubkey      string `json:"pubkey,omitempty"`
 }
 
@@ -28,7 +30,7 @@ func toChannelInfo(ev *nostr.Event) channelInfo {
 	m := protocol.ParseChannelMeta(ev)
 	return channelInfo{
 		ChannelID: m.ID, Name: m.Name, Description: m.About, CreatedAt: int64(ev.CreatedAt),
-		Archived: m.Archived, Visibility: m.Visibility(), ChannelType: m.Type,
+		Archived: m.Archived, Visibility: m.Visibility(), ChannelType: m.Type, Topic: m.Topic, Purpose: m.Purpose,
 	}
 }
 
@@ -90,7 +92,7 @@ func (a *app) channelsCommand() *cobra.Command {
 	list.Flags().IntVar(&limit, "limit", 500, "maximum channels")
 
 	var getCh string
-	get := a.leaf("get", "Show one channel (null if unknown or not visible)", func(ctx context.Context, cmd *cobra.Command) (any, error) {
+	get := a.leaf("get", "Show one channel (not_found if unknown or not visible)", func(ctx context.Context, cmd *cobra.Command) (any, error) {
 		ch, err := channelArg(getCh)
 		if err != nil {
 			return nil, err
@@ -104,7 +106,7 @@ func (a *app) channelsCommand() *cobra.Command {
 			return nil, err
 		}
 		if ev == nil {
-			return nil, nil
+			return nil, unknownChannel(ch)
 		}
 		info := toChannelInfo(ev)
 		info.Pubkey = ev.PubKey
@@ -169,7 +171,8 @@ func (a *app) channelsCommand() *cobra.Command {
 			return nil, err
 		}
 		if ms == nil {
-			ms = []protocol.Member{}
+			// Every live channel has a member list; none visible means no such channel for us.
+			return nil, unknownChannel(ch)
 		}
 		return ms, nil
 	})
@@ -208,7 +211,45 @@ func (a *app) channelsCommand() *cobra.Command {
 		members,
 		a.channelWrite("add-member", "Add a member (kind 9000)", protocol.KindPutUser, true),
 		a.channelWrite("remove-member", "Remove a member (kind 9001)", protocol.KindRemoveUser, true),
+		a.channelMeta("topic", "Set the channel topic (kind 9002; any member)", "topic"),
+		a.channelMeta("purpose", "Set the channel purpose (kind 9002; any member)", "purpose"),
+		a.channelMeta("archive", "Archive the channel (kind 9002; owners and admins)", ""),
+		a.channelMeta("unarchive", "Unarchive the channel (kind 9002; owners and admins)", ""),
 	)
+}
+
+// channelMeta builds the kind 9002 edits: topic and purpose take their text as a flag of the
+// same name; archive and unarchive set the archived tag.
+func (a *app) channelMeta(use, short, field string) *cobra.Command {
+	var chFlag, value string
+	cmd := a.leaf(use, short, func(ctx context.Context, cmd *cobra.Command) (any, error) {
+		ch, err := channelArg(chFlag)
+		if err != nil {
+			return nil, err
+		}
+		var tag nostr.Tag
+		switch use {
+		case "archive":
+			tag = nostr.Tag{"archived", "true"}
+		case "unarchive":
+			tag = nostr.Tag{"archived", "false"}
+		default:
+			if len(value) > 1024 {
+				return nil, usageError("--%s is %d bytes; the limit is 1024", field, len(value))
+			}
+			tag = nostr.Tag{field, value}
+		}
+		b, err := a.bridge()
+		if err != nil {
+			return nil, err
+		}
+		return publish(ctx, b, &nostr.Event{Kind: protocol.KindEditMetadata, Tags: nostr.Tags{{"h", ch}, tag}})
+	})
+	requiredString(cmd, &chFlag, "channel", "channel UUID")
+	if field != "" {
+		requiredString(cmd, &value, field, "the new "+field+" (empty clears it)")
+	}
+	return cmd
 }
 
 // channelWrite builds join/leave/add-member/remove-member: an h-scoped admin event, with a

@@ -24,6 +24,9 @@ func newWorld(t *testing.T) *world {
 	t.Helper()
 	w := &world{fb: newFakeBridge(t), relaySK: nostr.GeneratePrivateKey(), me: nostr.GeneratePrivateKey()}
 	w.env = map[string]string{"BUZZ_RELAY_URL": w.fb.URL, "BUZZ_PRIVATE_KEY": w.me}
+	// The channel exists: reads scoped to it find its metadata.
+	// Dated long ago, so a test's own 39000 for the channel is the newest.
+	w.fb.seed(t, w.relaySK, nostr.Event{Kind: protocol.KindGroupMetadata, CreatedAt: 1000, Tags: nostr.Tags{{"d", testChannel}, {"name", "general"}, {"public"}, {"t", "stream"}}})
 	return w
 }
 
@@ -184,10 +187,11 @@ func TestChannelsListMemberShowsOnlyMyChannels(t *testing.T) {
 	}
 }
 
-func TestChannelsGetPrintsNullForUnknownChannel(t *testing.T) {
+func TestChannelsGetOfUnknownChannelIsNotFound(t *testing.T) {
 	w := newWorld(t)
-	if r := w.run("", "channels", "get", "--channel", testChannel); r.code != 0 || strings.TrimSpace(r.stdout) != "null" {
-		t.Fatalf("exit %d stdout %q", r.code, r.stdout)
+	r := w.run("", "channels", "get", "--channel", "11111111-2222-4333-8444-555555555555")
+	if r.code != ExitUsage || r.errJSON(t).Category != "not_found" || r.stdout != "" {
+		t.Fatalf("exit %d stdout %q stderr %s", r.code, r.stdout, r.stderr)
 	}
 }
 
@@ -427,10 +431,15 @@ func TestRejectedWriteMapsToExitCode(t *testing.T) {
 		"restricted: not a channel member":          ExitNetwork,
 		"rate-limited: quota exceeded; retry in 3s": ExitNetwork,
 		"invalid: bad tag":                          ExitNetwork,
+		"invalid: unknown channel":                  ExitUsage, // not_found
+		"invalid: edit target event not found":      ExitUsage,
 	} {
 		if e := rejected(msg); e.Code != code || e.Message != msg {
 			t.Errorf("%q → %+v, want exit %d", msg, e, code)
 		}
+	}
+	if rejected("invalid: unknown channel").Category != "not_found" {
+		t.Error("an unknown channel is not not_found")
 	}
 	if !rejected("rate-limited: x").Retryable || rejected("invalid: x").Retryable {
 		t.Error("retryable flag wrong")

@@ -51,6 +51,8 @@ func classify(err error) *Error {
 	switch {
 	case client.IsAuthError(err):
 		return &Error{Category: "auth_error", Message: err.Error(), Code: ExitAuth}
+	case errors.As(err, &he) && he.Status == 400 && isUnknownID(he.Message):
+		return &Error{Category: "not_found", Message: he.Message, Code: ExitUsage}
 	case errors.As(err, &he):
 		return &Error{Category: "relay_error", Message: err.Error(), Retryable: client.IsRetryable(err), Code: ExitNetwork}
 	case errors.As(err, &te), errors.Is(err, context.DeadlineExceeded):
@@ -66,5 +68,20 @@ func rejected(msg string) *Error {
 	if msg == "" {
 		msg = "relay did not accept the event"
 	}
+	// The relay names an id it does not know: the same not_found (exit 1) a read of that id gives.
+	if isUnknownID(msg) {
+		return &Error{Category: "not_found", Message: msg, Code: ExitUsage}
+	}
 	return &Error{Category: "relay_error", Message: msg, Retryable: strings.HasPrefix(msg, "rate-limited:"), Code: ExitNetwork}
+}
+
+// isUnknownID reports relay refusals that mean "no such channel or event", as opposed to a
+// rule refusing an existing one.
+func isUnknownID(msg string) bool {
+	for _, s := range []string{"unknown channel", "not found", "not in this channel"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }

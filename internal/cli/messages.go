@@ -43,26 +43,12 @@ func (a *app) normalize(evs []nostr.Event, first string) any {
 		}
 		return evs[i].ID < evs[j].ID
 	})
-	if a.format == "compact" {
-		out := make([]map[string]any, len(evs))
-		for i, ev := range evs {
-			out[i] = map[string]any{"id": ev.ID, "content": ev.Content, "created_at": int64(ev.CreatedAt)}
-		}
-		return out
-	}
-	out := make([]message, len(evs))
-	for i, ev := range evs {
-		tags := ev.Tags
-		if tags == nil {
-			tags = nostr.Tags{}
-		}
-		out[i] = message{ID: ev.ID, Pubkey: ev.PubKey, Kind: ev.Kind, Content: ev.Content, CreatedAt: int64(ev.CreatedAt), Tags: tags}
-	}
-	return out
+	return a.shape(evs)
 }
 
 func (a *app) messagesCommand() *cobra.Command {
-	return group("messages", "Channel messages", a.sendCommand(), a.getCommand(), a.threadCommand())
+	return group("messages", "Channel messages", a.sendCommand(), a.getCommand(), a.threadCommand(),
+		a.searchCommand(), a.editCommand(), a.deleteCommand())
 }
 
 // sendOptions are the inputs of messages send.
@@ -364,11 +350,45 @@ func (a *app) getMessages(ctx context.Context, o getOptions) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	evs, err := b.Query(ctx, client.Filter{Filter: f})
+	evs, err := queryInChannel(ctx, b, ch, client.Filter{Filter: f})
 	if err != nil {
 		return nil, err
 	}
 	return a.normalize(evs, ""), nil
+}
+
+// queryInChannel runs filters scoped to ch together with one for ch's metadata (39000), in one
+// request, so that a channel that does not exist or is not visible is not_found rather than an
+// empty list. The metadata event is not part of the result.
+func queryInChannel(ctx context.Context, b *client.Bridge, ch string, filters ...client.Filter) ([]nostr.Event, error) {
+	meta := client.Filter{Filter: nostr.Filter{Kinds: []int{protocol.KindGroupMetadata}, Tags: nostr.TagMap{"d": {ch}}, Limit: 1}}
+	evs, err := b.Query(ctx, append(filters, meta)...)
+	if err != nil {
+		return nil, err
+	}
+	found := false
+	out := evs[:0]
+	for _, ev := range evs {
+		if ev.Kind == protocol.KindGroupMetadata && protocol.TagValue(ev.Tags, "d") == ch {
+			found = true
+			continue
+		}
+		out = append(out, ev)
+	}
+	if !found {
+		return nil, unknownChannel(ch)
+	}
+	return out, nil
+}
+
+func unknownChannel(ch string) *Error {
+	return notFound("channel %s not found (or not visible to you)", ch)
+}
+
+// requireChannel fails with not_found unless ch's metadata is visible.
+func requireChannel(ctx context.Context, b *client.Bridge, ch string) error {
+	_, err := queryInChannel(ctx, b, ch)
+	return err
 }
 
 func parseKinds(s string) ([]int, error) {

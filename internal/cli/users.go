@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"strings"
 
 	"github.com/buzz-harness/buzz/internal/client"
 	"github.com/buzz-harness/buzz/internal/protocol"
@@ -106,21 +107,66 @@ func (a *app) usersCommand() *cobra.Command {
 	set.Flags().StringVar(&about, "about", "", "about text")
 	set.Flags().StringVar(&picture, "picture", "", "picture URL")
 	set.Flags().StringVar(&nip05, "nip05", "", "NIP-05 identifier")
-	return group("users", "User profiles", get, set)
+	var presencePks string
+	presence := a.leaf("presence", "Who of these is online or away (absent = offline)", func(ctx context.Context, cmd *cobra.Command) (any, error) {
+		return a.presence(ctx, presencePks)
+	})
+	requiredString(presence, &presencePks, "pubkeys", "comma-separated pubkeys, hex or npub")
+	return group("users", "User profiles and presence", get, set, presence)
 }
+
+// presenceInfo is one line of users presence (upstream's shape).
+type presenceInfo struct {
+	Pubkey    string `json:"pubkey"`
+	Status    string `json:"status"`
+	UpdatedAt int64  `json:"updated_at"`
+}
+
+// presence asks the relay for the pubkeys' current status. The relay answers from memory with
+// signed kind 20001 events, one per pubkey that has a live status (upstream's convention).
+func (a *app) presence(ctx context.Context, list string) (any, error) {
+	var pks []string
+	for _, s := range strings.Split(list, ",") {
+		pk, err := protocol.ParsePubkey(strings.TrimSpace(s))
+		if err != nil {
+			return nil, usageError("--pubkeys: %s", err)
+		}
+		pks = appendNew(pks, pk)
+	}
+	if len(pks) > 500 {
+		return nil, usageError("--pubkeys: at most 500")
+	}
+	b, err := a.bridge()
+	if err != nil {
+		return nil, err
+	}
+	evs, err := b.Query(ctx, client.Filter{Filter: nostr.Filter{Kinds: []int{kindPresenceQuery}, Authors: pks, Limit: len(pks)}})
+	if err != nil {
+		return nil, err
+	}
+	asked := map[string]bool{}
+	for _, pk := range pks {
+		asked[pk] = true
+	}
+	out := []presenceInfo{}
+	for _, ev := range evs {
+		subject := protocol.TagValue(ev.Tags, "p")
+		if subject == "" {
+			subject = ev.PubKey
+		}
+		if asked[subject] && ev.Kind == protocol.KindPresence {
+			out = append(out, presenceInfo{Pubkey: subject, Status: ev.Content, UpdatedAt: int64(ev.CreatedAt)})
+			delete(asked, subject)
+		}
+	}
+	return out, nil
+}
+
+// kindPresenceQuery is the relay-only kind upstream's CLI names to ask for presence.
+const kindPresenceQuery = 40902
 
 func latestProfile(ctx context.Context, b *client.Bridge, pk string) (*nostr.Event, error) {
 	return queryNewest(ctx, b, nostr.Filter{Kinds: []int{protocol.KindProfile}, Authors: []string{pk}, Limit: 1})
-}
-
-func (a *app) reactionsCommand() *cobra.Command {
-	var evFlag, emoji string
-	add := a.leaf("add", "React to an event (kind 7)", func(ctx context.Context, cmd *cobra.Command) (any, error) {
-		return a.react(ctx, evFlag, emoji)
-	})
-	requiredString(add, &evFlag, "event", "event id to react to")
-	add.Flags().StringVar(&emoji, "emoji", "+", "reaction emoji or +/-")
-	return group("reactions", "Reactions", add)
 }
 
 func (a *app) react(ctx context.Context, event, emoji string) (any, error) {
@@ -183,10 +229,11 @@ func (a *app) canvasGet(ctx context.Context, channel string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	ev, err := queryNewest(ctx, b, nostr.Filter{Kinds: []int{protocol.KindCanvas}, Tags: nostr.TagMap{"h": {ch}}, Limit: 1})
+	evs, err := queryInChannel(ctx, b, ch, client.Filter{Filter: nostr.Filter{Kinds: []int{protocol.KindCanvas}, Tags: nostr.TagMap{"h": {ch}}, Limit: 1}})
 	if err != nil {
 		return nil, err
 	}
+	ev := newest(evs)
 	if ev == nil {
 		return nil, nil
 	}

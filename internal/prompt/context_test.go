@@ -201,7 +201,7 @@ func TestHeartbeatCarriesBaseOnlyWhenStandingGiven(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 	hb := DefaultHeartbeatPrompt(now)
-	for _, want := range []string{"buzz channels list --member", "buzz messages get --channel", "buzz messages send --channel", "end the turn"} {
+	for _, want := range []string{"buzz feed get --since", "needs_action", "buzz messages thread --channel", "buzz messages send --channel", "end the turn"} {
 		if !strings.Contains(hb, want) {
 			t.Errorf("heartbeat lacks %q", want)
 		}

@@ -10,11 +10,12 @@ import (
 func DefaultHeartbeatPrompt(now time.Time) string {
 	return "[System: Heartbeat]\nTime: " + now.UTC().Format(time.RFC3339) + `
 This is a scheduled check-in; no new message triggered it.
-1. Run ` + "`buzz channels list --member`" + ` to see your channels.
-2. For each, run ` + "`buzz messages get --channel <uuid> --since <unix time of your last check>`" + ` and look for
-   requests addressed to you that nobody has answered.
-Act only on what you find, answering with
-` + "`buzz messages send --channel <uuid> [--reply-to <event-id>] --content <text>`" + `.
+1. Run ` + "`buzz feed get --since <unix time of your last check>`" + `. Items whose feed_type is
+   needs_action are requests addressed to you that you have not answered; mentions are the rest.
+2. For context on an item, read its thread:
+   ` + "`buzz messages thread --channel <uuid from its h tag> --event <its id>`" + `.
+Act only on what you find, answering in the item's channel and thread with
+` + "`buzz messages send --channel <uuid> --reply-to <event-id> --content <text>`" + `.
 If nothing needs you, end the turn without posting anything.`
 }
 

@@ -18,9 +18,13 @@ type adminPlan struct {
 	remove   []string
 	deleteID string            // 9005 target
 	system   map[string]string // 40099 content; nil = none
-	added    []string          // 44100 targets
-	removed  []string          // 44101 targets
-	state    bool              // re-emit 39000/39001/39002
+	// systemBody, when set, is the 40099 content instead of system (values that are not strings).
+	systemBody string
+	// reply is the accepted answer's message (a DM open names its channel here).
+	reply   string
+	added   []string // 44100 targets
+	removed []string // 44101 targets
+	state   bool     // re-emit 39000/39001/39002
 }
 
 // adminInput is everything a rule decides on: the event, the channel as it stands (zero when
@@ -32,6 +36,8 @@ type adminInput struct {
 	exists bool
 	role   string
 	look   adminLookup
+	// dmBase is, for a DM add-member (41011), the participants of the DM it names.
+	dmBase []string
 }
 
 // adminLookup is the state outside the channel that some rules consult.
@@ -65,6 +71,8 @@ var adminRules = map[int]adminRule{
 	protocol.KindDeleteGroup:  ruleDeleteGroup,
 	protocol.KindJoinRequest:  ruleJoin,
 	protocol.KindLeaveRequest: ruleLeave,
+	protocol.KindDMOpen:       ruleDMOpen,
+	protocol.KindDMAddMember:  ruleDMOpen,
 }
 
 // relayLookup answers a rule's lookups from the store.
@@ -80,6 +88,10 @@ func (l relayLookup) addPolicy(pk string) (string, string, error)   { return l.r
 func (r *Relay) planAdmin(ctx context.Context, ev *nostr.Event, chID string) (adminPlan, result, bool) {
 	ch, exists := r.acl.get(chID)
 	in := adminInput{ev: ev, ch: ch, exists: exists, role: ch.Members[ev.PubKey], look: relayLookup{ctx, r}}
+	if ev.Kind == protocol.KindDMAddMember {
+		base, _ := r.acl.get(protocol.TagValue(ev.Tags, "h"))
+		in.dmBase = sortedMembers(base)
+	}
 	plan, err := decideAdmin(in)
 	if err != nil {
 		var d *denial
@@ -99,7 +111,9 @@ func decideAdmin(in adminInput) (adminPlan, error) {
 	if !ok {
 		return adminPlan{}, deny("restricted: unknown admin kind")
 	}
-	if in.ev.Kind != protocol.KindCreateGroup {
+	// Creating a channel, or opening a DM (which creates it on first use), needs none yet.
+	opens := in.ev.Kind == protocol.KindCreateGroup || in.ev.Kind == protocol.KindDMOpen || in.ev.Kind == protocol.KindDMAddMember
+	if !opens || in.exists {
 		if !in.exists || in.ch.Deleted {
 			return adminPlan{}, deny("invalid: unknown channel")
 		}

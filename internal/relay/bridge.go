@@ -130,6 +130,11 @@ func (r *Relay) bridgeQuery(w http.ResponseWriter, req *http.Request, pubkey str
 	out := []nostr.Event{}
 	seen := map[string]bool{}
 	for _, f := range filters {
+		if isPresenceQuery(f.Filter) {
+			// Presence is not stored; answer from memory, as upstream's bridge does.
+			out = append(out, r.presenceEvents(f.Filter)...)
+			continue
+		}
 		evs, err := r.st.Query(qctx, access, f, effectiveLimit(f))
 		if err != nil {
 			done()

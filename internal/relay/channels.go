@@ -82,6 +82,11 @@ func (r *Relay) submitAdmin(ctx context.Context, ev *nostr.Event, chID string) r
 		}
 	}
 	if old, _, err := r.st.Event(ctx, ev.ID); err == nil && old != nil {
+		if ev.Kind == protocol.KindDMOpen {
+			// The same open sent twice (same second, same keys): still name the DM, which
+			// is all the sender needs from the answer.
+			return accepted(`response:{"channel_id":"` + chID + `","created":false}`)
+		}
 		return accepted(store.ErrDuplicate.Error())
 	}
 	plan, res, ok := r.planAdmin(ctx, ev, chID)
@@ -116,9 +121,13 @@ func (r *Relay) submitAdmin(ctx context.Context, ev *nostr.Event, chID string) r
 			err = add(protocol.KindGroupMembers, memberTags(next), "")
 		}
 	}
-	if err == nil && plan.system != nil {
-		body, _ := json.Marshal(plan.system)
-		err = add(protocol.KindSystemMessage, nostr.Tags{{"h", chID}}, string(body))
+	if err == nil && (plan.system != nil || plan.systemBody != "") {
+		body := plan.systemBody
+		if body == "" {
+			raw, _ := json.Marshal(plan.system)
+			body = string(raw)
+		}
+		err = add(protocol.KindSystemMessage, nostr.Tags{{"h", chID}}, body)
 	}
 	notice := func(kind int, typ string, targets []string) {
 		for _, target := range targets {
@@ -180,7 +189,7 @@ func (r *Relay) submitAdmin(ctx context.Context, ev *nostr.Event, chID string) r
 			r.revoke(pk, chID)
 		}
 	}
-	return accepted("")
+	return accepted(plan.reply)
 }
 
 func parseTTL(ev *nostr.Event) (int64, bool) {
@@ -202,6 +211,14 @@ func metadataTags(c store.Channel) nostr.Tags {
 		tags = append(tags, nostr.Tag{"private"})
 	} else {
 		tags = append(tags, nostr.Tag{"public"})
+	}
+	if c.Type == protocol.TypeDM {
+		// Upstream lists a DM's participants on its metadata, so clients find their DMs
+		// with one #p query.
+		tags = append(tags, nostr.Tag{"hidden"})
+		for _, pk := range sortedMembers(c) {
+			tags = append(tags, nostr.Tag{"p", pk})
+		}
 	}
 	tags = append(tags, nostr.Tag{"closed"}, nostr.Tag{"t", c.Type})
 	if c.Topic != "" {

@@ -36,6 +36,7 @@ var clientKinds = map[int]bool{
 	30023: true, 30078: true, 30174: true, 30315: true,
 	40002: true, 40003: true, 40007: true, 40008: true, 40099: true, 40100: true,
 	45001: true, 45002: true, 45003: true,
+	41010: true, 41011: true, // DM open / add member (docs/dms.md)
 }
 
 // relayOnlyKinds are signed by the relay itself; clients may not publish them.
@@ -151,6 +152,13 @@ func (r *Relay) check(ctx context.Context, ev *nostr.Event, checkErr error, auth
 	if protocol.IsChannelAdmin(ev.Kind) {
 		return r.submitAdmin(ctx, ev, chID), nil
 	}
+	if ev.Kind == protocol.KindDMOpen || ev.Kind == protocol.KindDMAddMember {
+		target, err := r.dmTarget(ev)
+		if err != nil {
+			return rejected(http.StatusBadRequest, err.Error())
+		}
+		return r.submitAdmin(ctx, ev, target)
+	}
 	scope := storageChannel(ev)
 	// Globally stored kinds (profiles, say) that name a channel still need the right to write there.
 	if target := cmp.Or(scope, chID); target != "" {
@@ -163,6 +171,11 @@ func (r *Relay) check(ctx context.Context, ev *nostr.Event, checkErr error, auth
 			if res, ok := r.checkWrite(ev.PubKey, target); !ok {
 				return res, nil
 			}
+		}
+	}
+	if ev.Kind == protocol.KindEdit {
+		if res, ok := r.checkEdit(ctx, ev, chID); !ok {
+			return res
 		}
 	}
 	if protocol.IsEphemeral(ev.Kind) {
@@ -229,6 +242,28 @@ func (r *Relay) checkWrite(pubkey, chID string) (result, bool) {
 	}
 	if _, member := ch.Members[pubkey]; !member && ch.Visibility == protocol.VisibilityPrivate {
 		return rejected(http.StatusBadRequest, "restricted: not a channel member"), false
+	}
+	return result{}, true
+}
+
+// checkEdit applies the edit rule (kind 40003): the e tag names a message of the same channel
+// written by the signer. Without it anyone could publish "edits" of others' messages that a
+// client would show in place of the original.
+func (r *Relay) checkEdit(ctx context.Context, ev *nostr.Event, chID string) (result, bool) {
+	target := protocol.TagValue(ev.Tags, "e")
+	if !protocol.IsHex64(target) {
+		return rejected(http.StatusBadRequest, "invalid: an edit needs an e tag naming the message"), false
+	}
+	old, oldCh, err := r.st.Event(ctx, target)
+	switch {
+	case err != nil:
+		return rejected(http.StatusInternalServerError, "error: lookup failed"), false
+	case old == nil:
+		return rejected(http.StatusBadRequest, "invalid: edit target event not found"), false
+	case oldCh != chID:
+		return rejected(http.StatusBadRequest, "invalid: target event belongs to a different channel"), false
+	case old.PubKey != ev.PubKey:
+		return rejected(http.StatusBadRequest, "invalid: must be event author to edit"), false
 	}
 	return result{}, true
 }

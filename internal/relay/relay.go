@@ -95,6 +95,8 @@ type Relay struct {
 	stampMu sync.Mutex
 	stamps  map[stampKey]int64
 
+	presence presenceBook // latest kind 20001 per pubkey (presence.go)
+
 	connsMu sync.RWMutex
 	conns   map[*conn]struct{}
 	closed  bool

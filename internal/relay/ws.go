@@ -531,6 +531,9 @@ func eventFrameRaw(subJSON, evJSON []byte) []byte {
 // broadcast delivers a stored or ephemeral event to every live subscription it matches, after
 // checking, per subscriber and at send time, that the subscriber may see it.
 func (r *Relay) broadcast(ev *nostr.Event, channelID string) {
+	if ev.Kind == protocol.KindPresence {
+		r.presence.note(ev, r.now()) // this node's clients' and other nodes' alike
+	}
 	var evJSON []byte
 	r.connsMu.RLock()
 	conns := make([]*conn, 0, len(r.conns))
