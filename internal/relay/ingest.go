@@ -101,10 +101,15 @@ func (r *Relay) finishWrite(w *storeWrite, err error) result {
 }
 
 // pipelined reports whether a connection may run an event's store write without waiting for the
-// writes before it to finish. Admin events change what later events are checked against, a
-// deletion must follow the events it names, and ephemeral events fan out at once: those wait.
+// writes before it to finish. Admin events (and DM opens, applied like them) change what later
+// events are checked against, a deletion or an edit must follow the event it names, and
+// ephemeral events fan out at once: those wait.
 func pipelined(ev *nostr.Event) bool {
-	return !protocol.IsChannelAdmin(ev.Kind) && !protocol.IsEphemeral(ev.Kind) && ev.Kind != protocol.KindDeletion
+	switch ev.Kind {
+	case protocol.KindDeletion, protocol.KindEdit, protocol.KindDMOpen, protocol.KindDMAddMember:
+		return false
+	}
+	return !protocol.IsChannelAdmin(ev.Kind) && !protocol.IsEphemeral(ev.Kind)
 }
 
 // check validates an event and applies the access rules. It returns the answer, or for an event
@@ -155,9 +160,9 @@ func (r *Relay) check(ctx context.Context, ev *nostr.Event, checkErr error, auth
 	if ev.Kind == protocol.KindDMOpen || ev.Kind == protocol.KindDMAddMember {
 		target, err := r.dmTarget(ev)
 		if err != nil {
-			return rejected(http.StatusBadRequest, err.Error())
+			return refuse(http.StatusBadRequest, err.Error())
 		}
-		return r.submitAdmin(ctx, ev, target)
+		return r.submitAdmin(ctx, ev, target), nil
 	}
 	scope := storageChannel(ev)
 	// Globally stored kinds (profiles, say) that name a channel still need the right to write there.
@@ -175,7 +180,7 @@ func (r *Relay) check(ctx context.Context, ev *nostr.Event, checkErr error, auth
 	}
 	if ev.Kind == protocol.KindEdit {
 		if res, ok := r.checkEdit(ctx, ev, chID); !ok {
-			return res
+			return res, nil
 		}
 	}
 	if protocol.IsEphemeral(ev.Kind) {
