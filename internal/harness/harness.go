@@ -67,6 +67,7 @@ type Harness struct {
 	removed  map[string]bool     // channels we were removed from while a turn ran
 	seen     *client.IDSet       // event ids already accepted (a replay never prompts twice)
 	lookups  memberLookups       // membership lookups running off the loop
+	costs    costTracker         // each ACP session's running cost (usage_update), for turn metrics
 
 	// inflight stops a conversation's running turn; the cause says why (owner cancel, rotate, leave).
 	inflight map[scopeKey]context.CancelCauseFunc
@@ -91,6 +92,9 @@ func New(cfg Config) (*Harness, error) {
 	pk, err := protocol.PublicKey(cfg.SecretKey)
 	if err != nil {
 		return nil, fmt.Errorf("private key: %w", err)
+	}
+	if err := cfg.resolveOwner(pk); err != nil {
+		return nil, err
 	}
 	h := &Harness{
 		cfg:           cfg,

@@ -3,9 +3,9 @@ package harness
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
-
-	"github.com/nbd-wtf/go-nostr"
+	"time"
 
 	"github.com/buzz-harness/buzz/internal/acp"
 	"github.com/buzz-harness/buzz/internal/observer"
@@ -38,10 +38,12 @@ type turnResult struct {
 	gooseProbe ProbeState   // what opening a goose session found (ProbeUnknown: not probed)
 	stop       string       // stopReason when the prompt returned
 	delivered  []string
-	standing   bool  // standing context went out in this prompt's user message
-	err        error // errResumeLost: respawn the agent and try the resume once more
-	cause      error // why the turn's context was cancelled, if it was
-	answered   bool  // the turn failed, but the agent's reply had already landed
+	standing   bool            // standing context went out in this prompt's user message
+	err        error           // errResumeLost: respawn the agent and try the resume once more
+	cause      error           // why the turn's context was cancelled, if it was
+	answered   bool            // the turn failed, but the agent's reply had already landed
+	usage      json.RawMessage // the prompt response's usage, if the agent reported any
+	started    time.Time
 }
 
 // dispatch starts turns while there is ready work and an idle agent.
@@ -103,6 +105,7 @@ func (h *Harness) report(ctx context.Context, r turnResult) {
 func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 	r.in = in
 	start := h.now()
+	r.started = start
 	// Durable before the agent sees the batch: after a crash this says a reply may exist.
 	if err := h.jrnl.InFlight(start, in.batch.IDs()...); err != nil {
 		h.log.Warn("journal", "err", err)
@@ -150,6 +153,7 @@ func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 		return r
 	}
 	r.stop = res.StopReason
+	r.usage = res.Usage
 	r.delivered = rendered.DeliveredIDs
 	r.standing = rendered.Stats.StandingIncluded
 	h.emit(in, observer.TurnEnded{StopReason: res.StopReason, DurationMs: dur.Milliseconds(), Usage: res.Usage})
@@ -191,6 +195,7 @@ func (h *Harness) finishTurn(ctx context.Context, r turnResult) {
 		return
 	}
 	s, k := r.in.slot, r.in.scope
+	h.publishTurnMetric(ctx, r)
 	h.ack.turnEnded(k, r.in.batch.IDs())
 	delete(h.inflight, k)
 	delete(h.resumeRetried, k)
@@ -334,19 +339,14 @@ func isTransport(err error) bool {
 
 // deadLetter tells the channel that the batch could not be processed.
 func (h *Harness) deadLetter(ctx context.Context, in turnInput, err error) {
-	last := in.batch.Last()
 	reason := "unknown error"
 	if err != nil {
 		reason = err.Error()
 	}
 	h.log.Error("dead letter", "channel", in.channel.ID, "events", len(in.batch.Items), "err", reason)
-	notice := &nostr.Event{
-		Kind: 9,
-		Content: "⚠️ I couldn't process the last request after several attempts (" + reason +
-			"). Please re-send it, or ask my owner to check on me.",
-		Tags:      append(nostr.Tags{{"h", in.channel.ID}}, threadTags(last)...),
-		CreatedAt: nostr.Now(),
-	}
+	notice := failureNotice(in.channel.ID, in.scope, in.batch.Events(), h.agent,
+		"⚠️ I couldn't process the last request after several attempts ("+reason+
+			"). Please re-send it, or ask my owner to check on me.")
 	h.emit(in, observer.DeadLetter{Events: in.batch.IDs(), Reason: reason})
 	h.publishLater(ctx, notice)
 }
