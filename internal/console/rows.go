@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"sort"
 	"strings"
@@ -54,7 +55,7 @@ func (r *relaySelf) get(ctx context.Context) string {
 	var info struct {
 		Self string `json:"self"`
 	}
-	if resp.StatusCode == http.StatusOK && json.NewDecoder(http.MaxBytesReader(nil, resp.Body, 64<<10)).Decode(&info) == nil && protocol.IsHex64(info.Self) {
+	if resp.StatusCode == http.StatusOK && json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&info) == nil && protocol.IsHex64(info.Self) {
 		r.pk = info.Self
 	}
 	return r.pk
