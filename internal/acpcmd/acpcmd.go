@@ -76,6 +76,7 @@ type options struct {
 	selfAgent                                      bool
 	mcpCommand, mcpServers                         string
 	channelAddPolicy, authTag                      string
+	lease                                          string
 }
 
 // Command returns the buzz-acp root command.
@@ -101,22 +102,44 @@ func Command() *cobra.Command {
 			if cfg.RelayURL == "" {
 				return errors.New("--relay-url / BUZZ_RELAY_URL is empty")
 			}
-			// Before anything else is started: a refused second instance leaves no trace.
-			dir, err := leaseDir()
-			if err != nil {
-				return err
-			}
 			pk, err := protocol.PublicKey(cfg.SecretKey)
 			if err != nil {
 				return fmt.Errorf("--private-key / BUZZ_PRIVATE_KEY: %w", err)
 			}
-			release, err := takeLeases(dir, pk, relayList(cfg))
-			if err != nil {
-				return err
-			}
-			defer release()
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			sigCtx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			ctx, cancel := context.WithCancelCause(sigCtx)
+			defer cancel(nil)
+			// Before anything else is started: a refused second instance leaves no trace, and
+			// a standby touches nothing until it holds the lease.
+			if o.lease != "" {
+				lease, err := takePGLease(ctx, o.lease, pk, relayList(cfg), cfg.Logger)
+				if err != nil {
+					if sigCtx.Err() != nil {
+						return nil // stopped while waiting as a standby
+					}
+					return err
+				}
+				defer lease.release()
+				go func() {
+					select {
+					case err := <-lease.Lost():
+						cfg.Logger.Error("stopping: the lease may pass to a standby", "err", err)
+						cancel(err)
+					case <-ctx.Done():
+					}
+				}()
+			} else {
+				dir, err := leaseDir()
+				if err != nil {
+					return err
+				}
+				release, err := takeLeases(dir, pk, relayList(cfg))
+				if err != nil {
+					return err
+				}
+				defer release()
+			}
 			if o.activityAddr != "" {
 				url, err := console.ServeActivity(ctx, o.activityAddr, cfg.Observer, cfg.SecretKey)
 				if err != nil {
@@ -128,7 +151,13 @@ func Command() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return h.Run(ctx)
+			if err := h.Run(ctx); err != nil {
+				return err
+			}
+			if cause := context.Cause(ctx); sigCtx.Err() == nil && cause != nil {
+				return cause // the lease was lost
+			}
+			return nil
 		},
 	}
 	f := cmdflag.On(cmd.Flags())
@@ -175,6 +204,7 @@ func Command() *cobra.Command {
 	f.String(&o.activityAddr, "activity-addr", "BUZZ_ACP_ACTIVITY_ADDR", "", "serve the activity console on this loopback address (e.g. 127.0.0.1:3002)")
 	f.String(&o.mcpCommand, "mcp-command", "BUZZ_ACP_MCP_COMMAND", "", "MCP server (stdio) every session gets, handed the agent's relay URL, key and BUZZ_AUTH_TAG")
 	f.String(&o.mcpServers, "mcp-servers", "BUZZ_ACP_MCP_SERVERS", "", "JSON file of more stdio MCP servers for every session (see README)")
+	f.String(&o.lease, "lease", "BUZZ_ACP_LEASE", "", "hold the agent's lease in PostgreSQL (postgres://…) instead of a local lock file: a second buzz-acp with the same --lease waits as a standby and takes over when the holder dies")
 	f.String(&o.logLevel, "log-level", "BUZZ_ACP_LOG_LEVEL", "info", "debug, info, warn or error")
 	cmd.MarkFlagsMutuallyExclusive("system-prompt", "system-prompt-file")
 	cmd.MarkFlagsMutuallyExclusive("heartbeat-prompt", "heartbeat-prompt-file")

@@ -17,12 +17,19 @@ func TestRelaySpellingsShareOneLease(t *testing.T) {
 		if a, b := leaseFile(dir, pk, pair[0]), leaseFile(dir, pk, pair[1]); a != b {
 			t.Errorf("%q and %q get different leases (%s vs %s)", pair[0], pair[1], normalizeRelay(pair[0]), normalizeRelay(pair[1]))
 		}
+		if pgLeaseKey(pk, pair[0]) != pgLeaseKey(pk, pair[1]) {
+			t.Errorf("%q and %q get different PostgreSQL lease keys", pair[0], pair[1])
+		}
 	}
 	if leaseFile(dir, pk, "wss://a.example") == leaseFile(dir, pk, "wss://b.example") {
 		t.Error("different relays share a lease")
 	}
 	if leaseFile(dir, pk, "wss://a.example") == leaseFile(dir, strings.Repeat("b", 64), "wss://a.example") {
 		t.Error("different agents share a lease")
+	}
+	if pgLeaseKey(pk, "wss://a.example") == pgLeaseKey(pk, "wss://b.example") ||
+		pgLeaseKey(pk, "wss://a.example") == pgLeaseKey(strings.Repeat("b", 64), "wss://a.example") {
+		t.Error("different agents or relays share a PostgreSQL lease key")
 	}
 }
 

@@ -253,49 +253,108 @@ func firstPromptAt(b *testing.B, path string) time.Time {
 }
 
 // BenchmarkThreads20 posts 20 top-level mentions in one channel back to back, under the thread
-// policy with four agents: the test agent answers each through the real buzz CLI. It reports the
-// time from the first post until all 20 are answered in their own threads, the harness overhead
-// (event read to prompt written: p50 and the worst of the 20), and buzz-acp's resident memory per
-// live thread session (all 20 stay cached: 4 agents × 8). -benchtime=1x.
+// policy with four agents, after four warm-up threads have started every agent. With reply=cli
+// the test agent answers each through the real buzz CLI; with reply=none it is a zero-latency
+// agent (the turn ends as soon as it is prompted). It reports the time from the first post until
+// all 20 turns are done (reply=cli: answered in their own threads), and the time from an event
+// read to its prompt written, p50 and worst — which includes waiting for one of the four agents
+// and opening the thread's session. -benchtime=1x.
 func BenchmarkThreads20(b *testing.B) {
-	for range b.N {
-		const n = 20
-		s := newStack(b)
-		activity := filepath.Join(b.TempDir(), "activity.jsonl")
-		s.start([]string{"--activity-log", activity, "--log-level", "info", "--session-policy", "thread", "--agents", "4"}, "TESTAGENT_REPLY=answered {events}")
-		rssBefore := rssKiB(b, s.harness.Process.Pid)
-		ids := map[string]bool{}
-		started := time.Now()
-		for i := range n {
-			ids[s.mention(s.ownerSK, fmt.Sprintf("thread %d", i)).ID] = true
-		}
+	for _, reply := range []string{"none", "cli"} {
+		b.Run("reply="+reply, func(b *testing.B) {
+			for range b.N {
+				benchThreads(b, 20, reply == "cli")
+			}
+		})
+	}
+}
+
+func benchThreads(b *testing.B, n int, cli bool) {
+	s := newStack(b)
+	activity := filepath.Join(b.TempDir(), "activity.jsonl")
+	env := "TESTAGENT_NO_CLI=1"
+	if cli {
+		env = "TESTAGENT_REPLY=answered {events}"
+	}
+	s.start([]string{"--activity-log", activity, "--log-level", "info", "--session-policy", "thread", "--agents", "4"}, env)
+	ended := 0
+	waitDone := func(ids map[string]bool) {
 		deadline := time.Now().Add(2 * time.Minute)
 		for {
-			answered := 0
-			for id, c := range s.answeredIDs([]string{s.channel}) {
-				if ids[id] && c > 0 {
-					answered++
+			done := 0
+			if cli {
+				for id, c := range s.answeredIDs([]string{s.channel}) {
+					if ids[id] && c > 0 {
+						done++
+					}
 				}
+			} else {
+				done = countActivity(b, activity, "turn_ended") - ended
 			}
-			if answered == n {
-				break
+			if done == len(ids) {
+				ended += done
+				return
 			}
 			if time.Now().After(deadline) {
-				b.Fatalf("%d of %d threads answered; buzz-acp output:\n%s", answered, n, s.logs.String())
+				b.Fatalf("%d of %d threads done; buzz-acp output:\n%s", done, len(ids), s.logs.String())
 			}
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond)
 		}
-		elapsed := time.Since(started)
+	}
+	warm := map[string]bool{}
+	for i := range 4 {
+		warm[s.mention(s.ownerSK, fmt.Sprintf("warm-up %d", i)).ID] = true
+	}
+	waitDone(warm)
+	ids := map[string]bool{}
+	started := time.Now()
+	for i := range n {
+		ids[s.mention(s.ownerSK, fmt.Sprintf("thread %d", i)).ID] = true
+	}
+	waitDone(ids)
+	elapsed := time.Since(started)
+	if news := len(s.methods("session/new")); news != n+len(warm) {
+		b.Fatalf("%d sessions opened, want one per thread (%d)", news, n+len(warm))
+	}
+	lat := promptLatencies(b, activity)[len(warm):]
+	slices.Sort(lat)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	b.ReportMetric(float64(elapsed.Milliseconds()), "ms-all-done")
+	b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
+	b.ReportMetric(ms(lat[len(lat)-1]), "max-ms")
+}
+
+// countActivity counts the activity log's events of one type.
+func countActivity(b *testing.B, path, typ string) int {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	return bytes.Count(raw, []byte(`"type":"`+typ+`"`))
+}
+
+// BenchmarkThreadSessionMemory measures buzz-acp's resident memory per live thread session where
+// fixed costs and per-turn garbage no longer dominate: 200 threads on four agents with room for
+// all of them (--max-cached-conversation-sessions 64), after four warm-up threads. -benchtime=1x.
+func BenchmarkThreadSessionMemory(b *testing.B) {
+	for range b.N {
+		const n = 200
+		s := newStack(b)
+		s.start([]string{"--log-level", "info", "--session-policy", "thread", "--agents", "4",
+			"--max-cached-conversation-sessions", "64"}, "TESTAGENT_NO_CLI=1")
+		for i := range 4 {
+			s.mention(s.ownerSK, fmt.Sprintf("warm-up %d", i))
+		}
+		s.waitRecordedFor(4, time.Minute)
+		rssBefore := rssKiB(b, s.harness.Process.Pid)
+		for i := range n {
+			s.mention(s.ownerSK, fmt.Sprintf("thread %d", i))
+		}
+		s.waitRecordedFor(4+n, 2*time.Minute)
 		rssAfter := rssKiB(b, s.harness.Process.Pid)
-		if news := len(s.methods("session/new")); news != n {
-			b.Fatalf("%d sessions opened, want one per thread (%d)", news, n)
+		if news := len(s.methods("session/new")); news != n+4 {
+			b.Fatalf("%d sessions opened, want one per thread (%d)", news, n+4)
 		}
-		lat := promptLatencies(b, activity)
-		slices.Sort(lat)
-		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-		b.ReportMetric(float64(elapsed.Milliseconds()), "ms-all-answered")
-		b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
-		b.ReportMetric(ms(lat[len(lat)-1]), "max-ms")
 		b.ReportMetric(float64(rssAfter-rssBefore)/n, "rss-KiB/session")
 	}
 }

@@ -63,9 +63,24 @@ func newKey(t testing.TB) (sk, pk string) {
 	return sk, pk
 }
 
-// start runs buzz-acp with the test agent; env entries override the defaults.
+// start runs buzz-acp with the test agent and waits until it is ready; env entries override the
+// defaults.
 func (s *stack) start(args []string, env ...string) {
 	s.t.Helper()
+	cmd, logs := s.command(args, env...)
+	s.logs = logs
+	if err := cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	s.harness = cmd
+	s.exited = make(chan error, 1)
+	go func() { s.exited <- cmd.Wait() }()
+	s.t.Cleanup(func() { s.kill() })
+	s.waitLog("buzz-acp ready", 20*time.Second)
+}
+
+// command is the buzz-acp command start runs, not yet started, with its output buffer.
+func (s *stack) command(args []string, env ...string) (*exec.Cmd, *testbin.Output) {
 	cmd := exec.Command(filepath.Join(s.bin, "buzz-acp"), append([]string{
 		"--agent-command", filepath.Join(s.bin, "testagent"),
 		"--relay-url", s.relay.URL,
@@ -81,17 +96,10 @@ func (s *stack) start(args []string, env ...string) {
 		"XDG_STATE_HOME="+s.xdgState,
 	)
 	cmd.Env = append(cmd.Env, env...)
-	s.logs = &testbin.Output{}
-	cmd.Stdout, cmd.Stderr = s.logs, s.logs
+	logs := &testbin.Output{}
+	cmd.Stdout, cmd.Stderr = logs, logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		s.t.Fatal(err)
-	}
-	s.harness = cmd
-	s.exited = make(chan error, 1)
-	go func() { s.exited <- cmd.Wait() }()
-	s.t.Cleanup(func() { s.kill() })
-	s.waitLog("buzz-acp ready", 20*time.Second)
+	return cmd, logs
 }
 
 // kill stops buzz-acp and its agents (SIGKILL to the process group).

@@ -25,6 +25,9 @@ func rejected(status int, msg string) result {
 	return result{OK: false, Msg: msg, Status: status}
 }
 
+// refuse is a rejection as check returns it: nothing to store.
+func refuse(status int, msg string) (result, *storeWrite) { return rejected(status, msg), nil }
+
 // clientKinds are the kinds clients may publish (Buzz's allow-list, trimmed to what we serve).
 var clientKinds = map[int]bool{
 	0: true, 1: true, 5: true, 7: true, 9: true,
@@ -74,41 +77,74 @@ func (r *Relay) submit(ctx context.Context, ev *nostr.Event, authed string, over
 
 // submitChecked is submit with the id/signature check already done (checkErr is its result).
 func (r *Relay) submitChecked(ctx context.Context, ev *nostr.Event, checkErr error, authed string, overHTTP bool) result {
+	res, w := r.check(ctx, ev, checkErr, authed, overHTTP)
+	if w == nil {
+		return res
+	}
+	return r.finishWrite(w, r.st.Update(ctx, w.fn))
+}
+
+// storeWrite is a checked event's store write, not yet run.
+type storeWrite struct {
+	ev    *nostr.Event
+	scope string
+	fn    func(store.Tx) error
+}
+
+// finishWrite answers a store write that has run: on success the event fans out.
+func (r *Relay) finishWrite(w *storeWrite, err error) result {
+	if res, done := r.storeOutcome(err); done {
+		return res
+	}
+	r.broadcast(w.ev, w.scope)
+	return accepted("")
+}
+
+// pipelined reports whether a connection may run an event's store write without waiting for the
+// writes before it to finish. Admin events change what later events are checked against, a
+// deletion must follow the events it names, and ephemeral events fan out at once: those wait.
+func pipelined(ev *nostr.Event) bool {
+	return !protocol.IsChannelAdmin(ev.Kind) && !protocol.IsEphemeral(ev.Kind) && ev.Kind != protocol.KindDeletion
+}
+
+// check validates an event and applies the access rules. It returns the answer, or for an event
+// to store, the write to run (res is then unset); admin and ephemeral events are applied here.
+func (r *Relay) check(ctx context.Context, ev *nostr.Event, checkErr error, authed string, overHTTP bool) (result, *storeWrite) {
 	if err := checkErr; err != nil {
-		return rejected(http.StatusBadRequest, "invalid: "+err.Error())
+		return refuse(http.StatusBadRequest, "invalid: "+err.Error())
 	}
 	if authed == "" {
-		return rejected(http.StatusUnauthorized, "auth-required: authenticate before publishing")
+		return refuse(http.StatusUnauthorized, "auth-required: authenticate before publishing")
 	}
 	if ev.PubKey != authed {
-		return rejected(http.StatusForbidden, "restricted: event pubkey does not match the authenticated pubkey")
+		return refuse(http.StatusForbidden, "restricted: event pubkey does not match the authenticated pubkey")
 	}
 	switch {
 	case relayOnlyKinds[ev.Kind]:
-		return rejected(http.StatusBadRequest, "restricted: relay-only kind")
+		return refuse(http.StatusBadRequest, "restricted: relay-only kind")
 	case !clientKinds[ev.Kind]:
-		return rejected(http.StatusBadRequest, "restricted: unknown event kind")
+		return refuse(http.StatusBadRequest, "restricted: unknown event kind")
 	case overHTTP && protocol.IsEphemeral(ev.Kind):
-		return rejected(http.StatusBadRequest, "invalid: ephemeral events must be sent over WebSocket")
+		return refuse(http.StatusBadRequest, "invalid: ephemeral events must be sent over WebSocket")
 	}
 	chID, hasCh := protocol.ChannelID(ev.Tags)
 	for _, t := range ev.Tags {
 		if len(t) >= 2 && t[0] == "h" && !protocol.IsUUID(t[1]) {
-			return rejected(http.StatusBadRequest, "invalid: channel id (h tag) must be a UUID")
+			return refuse(http.StatusBadRequest, "invalid: channel id (h tag) must be a UUID")
 		}
 		// One spelling per channel: an uppercase twin would be a second channel with the same
 		// id to a human (or a case-insensitive client), created by someone else.
 		if len(t) >= 2 && t[0] == "h" && t[1] != strings.ToLower(t[1]) {
-			return rejected(http.StatusBadRequest, "invalid: channel id (h tag) must be a lowercase UUID")
+			return refuse(http.StatusBadRequest, "invalid: channel id (h tag) must be a lowercase UUID")
 		}
 		// One event, one channel: a second h tag would let a write checked against one channel
 		// match readers' #h filters of another.
 		if len(t) >= 2 && t[0] == "h" && t[1] != chID {
-			return rejected(http.StatusBadRequest, "invalid: an event belongs to one channel (several h tags)")
+			return refuse(http.StatusBadRequest, "invalid: an event belongs to one channel (several h tags)")
 		}
 	}
 	if channelKinds[ev.Kind] && !hasCh {
-		return rejected(http.StatusBadRequest, "invalid: missing h tag with the channel id")
+		return refuse(http.StatusBadRequest, "invalid: missing h tag with the channel id")
 	}
 	if ev.Kind == protocol.KindTurnMetric {
 		if res, ok := checkTurnMetric(ev, hasCh); !ok {
@@ -116,10 +152,10 @@ func (r *Relay) submitChecked(ctx context.Context, ev *nostr.Event, checkErr err
 		}
 	}
 	if r.shared != nil && !r.shared.Live() {
-		return errNoDatabase
+		return errNoDatabase, nil
 	}
 	if protocol.IsChannelAdmin(ev.Kind) {
-		return r.submitAdmin(ctx, ev, chID)
+		return r.submitAdmin(ctx, ev, chID), nil
 	}
 	scope := storageChannel(ev)
 	// Globally stored kinds (profiles, say) that name a channel still need the right to write there.
@@ -128,10 +164,10 @@ func (r *Relay) submitChecked(ctx context.Context, ev *nostr.Event, checkErr err
 			// Another node may have created the channel or added the member a moment ago,
 			// before its notice reached this node: ask the database before refusing.
 			if r.shared == nil || r.reloadChannel(ctx, target) != nil {
-				return res
+				return res, nil
 			}
 			if res, ok := r.checkWrite(ev.PubKey, target); !ok {
-				return res
+				return res, nil
 			}
 		}
 	}
@@ -147,9 +183,9 @@ func (r *Relay) submitChecked(ctx context.Context, ev *nostr.Event, checkErr err
 				r.log.Warn("ephemeral event not passed to other nodes", "id", ev.ID, "err", err)
 			}
 		}
-		return accepted("")
+		return accepted(""), nil
 	}
-	err := r.st.Update(ctx, func(tx store.Tx) error {
+	return result{}, &storeWrite{ev: ev, scope: scope, fn: func(tx store.Tx) error {
 		if err := tx.SaveEvent(ev, scope); err != nil {
 			return err
 		}
@@ -166,12 +202,7 @@ func (r *Relay) submitChecked(ctx context.Context, ev *nostr.Event, checkErr err
 			}
 		}
 		return nil
-	})
-	if res, done := r.storeOutcome(err); done {
-		return res
-	}
-	r.broadcast(ev, scope)
-	return accepted("")
+	}}
 }
 
 // storeOutcome is storeResult, except that on a shared database a failed write is answered as

@@ -117,12 +117,15 @@ type job struct {
 
 // readLoop reads frames and queues them in arrival order. An EVENT's id and signature are
 // verified in parallel as soon as it is read (the expensive part of ingest), while the
-// processor still applies frames strictly in order.
+// processor still applies frames strictly in order. Most events do not wait for their commit
+// before the next frame is processed (okQueue); the OKs still go out in order.
 func (c *conn) readLoop() {
 	queue := make(chan *job, 64)
 	processed := make(chan struct{})
 	go func() {
 		defer close(processed)
+		oks := newOKQueue(c)
+		defer oks.close()
 		for j := range queue {
 			if j.verified != nil {
 				<-j.verified
@@ -130,6 +133,11 @@ func (c *conn) readLoop() {
 			if c.ctx.Err() != nil {
 				continue // the client is gone: drain without working for it
 			}
+			if j.err == nil && j.f.Type == "EVENT" && pipelined(j.f.Event) {
+				oks.submit(j)
+				continue
+			}
+			oks.drain()
 			c.process(j)
 		}
 	}()

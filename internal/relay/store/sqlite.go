@@ -28,12 +28,16 @@ type SQLite struct {
 
 	// Writes go through one goroutine that commits whatever requests are waiting as one
 	// transaction (each request in its own savepoint): commits are the dominant write cost.
-	writes    chan *writeReq
+	writes    chan *writeReq // buffered: a caller queues a write and goes on (UpdateAsync)
 	quit      chan struct{}
 	writerEnd chan struct{}
 	closeOnce sync.Once
-	stmts     map[string]*sql.Stmt // writer goroutine only
-	uncached  map[string]bool      // writer goroutine only: to prepare after the commit
+	// sendMu makes Close wait for writes being queued, so none lands in the buffer after the
+	// writer has answered what was left there.
+	sendMu   sync.RWMutex
+	closed   bool
+	stmts    map[string]*sql.Stmt // writer goroutine only
+	uncached map[string]bool      // writer goroutine only: to prepare after the commit
 }
 
 type writeReq struct {
@@ -73,7 +77,7 @@ func Open(path string) (*SQLite, error) {
 	}
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
-	s := &SQLite{w: w, r: r, writes: make(chan *writeReq), quit: make(chan struct{}),
+	s := &SQLite{w: w, r: r, writes: make(chan *writeReq, maxBatch), quit: make(chan struct{}),
 		writerEnd: make(chan struct{}), stmts: map[string]*sql.Stmt{}, uncached: map[string]bool{}}
 	go s.writer()
 	return s, nil
@@ -140,6 +144,9 @@ func migrate(db *sql.DB) error {
 func (s *SQLite) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
+		s.sendMu.Lock()
+		s.closed = true
+		s.sendMu.Unlock()
 		close(s.quit)
 		<-s.writerEnd
 		for _, st := range s.stmts {
@@ -153,15 +160,26 @@ func (s *SQLite) Close() error {
 // Update runs fn in a write transaction, serialized with every other write. A failing fn
 // rolls back only its own changes.
 func (s *SQLite) Update(ctx context.Context, fn func(Tx) error) error {
+	return <-s.UpdateAsync(ctx, fn)
+}
+
+// UpdateAsync queues fn for the writer and returns at once; the channel gives Update's result.
+// Writes queued one after another by one goroutine run in that order, so a caller can keep
+// several in flight (one connection's events commit in one batch) and still answer in order.
+func (s *SQLite) UpdateAsync(ctx context.Context, fn func(Tx) error) <-chan error {
 	req := &writeReq{fn: fn, done: make(chan error, 1)}
-	select {
-	case s.writes <- req:
-	case <-s.quit:
-		return ErrClosed
-	case <-ctx.Done():
-		return ctx.Err()
+	s.sendMu.RLock()
+	defer s.sendMu.RUnlock()
+	if s.closed {
+		req.done <- ErrClosed
+		return req.done
 	}
-	return <-req.done
+	select {
+	case s.writes <- req: // the writer runs until Close, so a full buffer drains
+	case <-ctx.Done():
+		req.done <- ctx.Err()
+	}
+	return req.done
 }
 
 func (s *SQLite) writer() {
@@ -171,7 +189,14 @@ func (s *SQLite) writer() {
 		select {
 		case first = <-s.writes:
 		case <-s.quit:
-			return
+			for { // Close has stopped new writes; answer the ones still queued
+				select {
+				case r := <-s.writes:
+					r.done <- ErrClosed
+				default:
+					return
+				}
+			}
 		}
 		batch := []*writeReq{first}
 	drain:

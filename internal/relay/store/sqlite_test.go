@@ -2,8 +2,10 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -105,5 +107,36 @@ func TestSQLiteFilesAreOwnerOnly(t *testing.T) {
 		if mode := fi.Mode().Perm(); mode&0o077 != 0 {
 			t.Errorf("%s has mode %04o, want no group/other access", filepath.Base(p), mode)
 		}
+	}
+}
+
+// Writes queued while the store closes are each answered — committed, or ErrClosed — and none
+// is left waiting forever in the writer's buffer.
+func TestWritesRacingCloseAreAllAnswered(t *testing.T) {
+	s, _ := openTemp(t)
+	const writers = 32
+	answered := make(chan error, writers*20)
+	var wg sync.WaitGroup
+	for range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				answered <- <-s.UpdateAsync(context.Background(), func(store.Tx) error { return nil })
+			}
+		}()
+	}
+	_ = s.Close()
+	wg.Wait() // a write stranded in the buffer would hang here (the test's deadline catches it)
+	close(answered)
+	n := 0
+	for err := range answered {
+		if err != nil && !errors.Is(err, store.ErrClosed) {
+			t.Fatalf("write answered %v, want nil or ErrClosed", err)
+		}
+		n++
+	}
+	if n != writers*20 {
+		t.Fatalf("%d answers, want %d", n, writers*20)
 	}
 }
