@@ -148,7 +148,7 @@ func (r *Relay) check(ctx context.Context, ev *nostr.Event, checkErr error, auth
 	}
 	if ev.Kind == protocol.KindTurnMetric {
 		if res, ok := checkTurnMetric(ev, hasCh); !ok {
-			return res
+			return res, nil
 		}
 	}
 	if r.shared != nil && !r.shared.Live() {
@@ -174,7 +174,7 @@ func (r *Relay) check(ctx context.Context, ev *nostr.Event, checkErr error, auth
 	// A system row speaks for the channel: anyone could post one into an open channel, so only
 	// its members may (the relay signs its own rows and never comes through here).
 	if ev.Kind == protocol.KindSystemMessage && !r.isMember(ctx, ev.PubKey, chID) {
-		return rejected(http.StatusForbidden, "restricted: only channel members may post system rows (kind 40099)")
+		return refuse(http.StatusForbidden, "restricted: only channel members may post system rows (kind 40099)")
 	}
 	if protocol.IsEphemeral(ev.Kind) {
 		r.broadcast(ev, scope)
