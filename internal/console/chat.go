@@ -62,6 +62,8 @@ type message struct {
 	IsOwner   bool     `json:"isOwner,omitempty"`
 	// Reactions to this message (history only; live ones arrive as their own stream events).
 	Reactions []reaction `json:"reactions,omitempty"`
+	// System is set for a kind-40099 row (Content is then the raw JSON).
+	System *systemRow `json:"system,omitempty"`
 }
 
 // reaction is one kind-7 reaction, shown under the message it targets.
@@ -116,7 +118,9 @@ type chat struct {
 	log    *slog.Logger
 	hub    *hub
 
-	mem *engram.Pair // owner side of the agent's memory; nil without an agent
+	mem     *engram.Pair // owner side of the agent's memory; nil without an agent
+	ownerSK string       // decrypts the agent's turn metrics
+	self    *relaySelf   // the relay's pubkey, which signs its own system rows
 
 	mu    sync.Mutex
 	names map[string]string // pubkey → profile name
@@ -164,15 +168,17 @@ func newChat(relayURL, ownerKey, agent, home string, log *slog.Logger) (*chat, e
 		}
 	}
 	return &chat{
-		mem:    mem,
-		bridge: b,
-		live:   client.NewLive(client.LiveConfig{RelayURL: relayURL, SecretKey: sk, Logger: log}),
-		owner:  b.PublicKey(),
-		agent:  agent,
-		home:   home,
-		log:    log,
-		hub:    newHub(),
-		names:  map[string]string{},
+		ownerSK: sk,
+		self:    &relaySelf{url: relayURL},
+		mem:     mem,
+		bridge:  b,
+		live:    client.NewLive(client.LiveConfig{RelayURL: relayURL, SecretKey: sk, Logger: log}),
+		owner:   b.PublicKey(),
+		agent:   agent,
+		home:    home,
+		log:     log,
+		hub:     newHub(),
+		names:   map[string]string{},
 	}, nil
 }
 
@@ -233,7 +239,9 @@ func (c *chat) run(ctx context.Context) error {
 				}
 				continue
 			}
-			c.hub.publish(liveEvent{"message", c.toMessage(ctx, in.Event, ch)})
+			if m, ok := c.toEntry(ctx, in.Event, ch); ok {
+				c.hub.publish(liveEvent{"message", m})
+			}
 		}
 	}
 }
@@ -302,7 +310,7 @@ func (c *chat) state(ctx context.Context) (stateResp, error) {
 	if len(ids) > 0 {
 		sort.Strings(ids)
 		since := nostr.Timestamp(time.Now().Add(-10 * time.Second).Unix())
-		kinds := append([]int{protocol.KindReaction, protocol.KindDeletion, protocol.KindTyping}, chatKinds...)
+		kinds := append([]int{protocol.KindReaction, protocol.KindDeletion, protocol.KindTyping, protocol.KindSystemMessage}, chatKinds...)
 		c.live.Subscribe(liveSubID, nostr.Filter{Kinds: kinds, Tags: nostr.TagMap{"h": ids}, Since: &since})
 	}
 	return st, nil
@@ -330,7 +338,7 @@ func (c *chat) history(ctx context.Context, ch string) ([]message, error) {
 		return nil, &badRequest{"channel must be a channel UUID"}
 	}
 	got, err := c.bridge.Query(ctx, client.F(
-		nostr.Filter{Kinds: chatKinds, Tags: nostr.TagMap{"h": {ch}}, Limit: historyLimit},
+		nostr.Filter{Kinds: append([]int{protocol.KindSystemMessage}, chatKinds...), Tags: nostr.TagMap{"h": {ch}}, Limit: historyLimit},
 		nostr.Filter{Kinds: []int{protocol.KindReaction}, Tags: nostr.TagMap{"h": {ch}}, Limit: reactionLimit})...)
 	if err != nil {
 		return nil, err
@@ -357,8 +365,12 @@ func (c *chat) history(ctx context.Context, ch string) ([]message, error) {
 	out := make([]message, 0, len(evs))
 	at := map[string]int{} // message id → index in out
 	for i := range evs {
+		m, ok := c.toEntry(ctx, &evs[i], ch)
+		if !ok {
+			continue
+		}
 		at[evs[i].ID] = len(out)
-		out = append(out, c.toMessage(ctx, &evs[i], ch))
+		out = append(out, m)
 	}
 	sort.SliceStable(reactions, func(i, j int) bool { return reactions[i].CreatedAt < reactions[j].CreatedAt })
 	for i := range reactions {
@@ -553,6 +565,20 @@ func maskCode(text string) string {
 // nameByte reports bytes that continue a name (so "@ann" does not match "@anna").
 func nameByte(b byte) bool {
 	return b >= 'a' && b <= 'z' || b >= '0' && b <= '9' || b == '_' || b == '-' || b == '.' || b >= 0x80
+}
+
+// toEntry is a chat message, or a system row the page may show; ok is false for a row it must not.
+func (c *chat) toEntry(ctx context.Context, ev *nostr.Event, ch string) (message, bool) {
+	if ev.Kind != protocol.KindSystemMessage {
+		return c.toMessage(ctx, ev, ch), true
+	}
+	row, ok := c.toSystemRow(ctx, ev)
+	if !ok {
+		return message{}, false
+	}
+	m := c.toMessage(ctx, ev, ch)
+	m.System = row
+	return m, true
 }
 
 func (c *chat) toMessage(ctx context.Context, ev *nostr.Event, ch string) message {

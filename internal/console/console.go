@@ -87,6 +87,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("POST /api/messages", s.guard(s.post))
 	s.mux.HandleFunc("GET /api/stream", s.guard(s.stream))
 	s.mux.HandleFunc("GET /api/memory", s.guard(s.memory))
+	s.mux.HandleFunc("GET /api/turns", s.guard(s.turns))
 	return s, nil
 }
 
@@ -200,6 +201,20 @@ func (s *Server) memory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, m)
+}
+
+// turns lists the agent's recent turn metrics (NIP-AM), decrypted with the owner's key.
+func (s *Server) turns(w http.ResponseWriter, r *http.Request) {
+	if s.chat == nil {
+		writeJSON(w, http.StatusOK, []turnRow{})
+		return
+	}
+	rows, err := s.chat.turns(r.Context())
+	if err != nil {
+		writeJSON(w, http.StatusBadGateway, map[string]string{"error": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, rows)
 }
 
 func (s *Server) messages(w http.ResponseWriter, r *http.Request) {

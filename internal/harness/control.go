@@ -96,6 +96,18 @@ func (g Gate) Allows(author, channelType string) bool {
 	}
 }
 
+// The 40099 row types answering owner commands: upstream's strings, which Buzz Desktop renders
+// (and any other type it silently drops), plus our !status extension under its own name.
+const (
+	RowTurnCancelled          = "agent_turn_cancelled"
+	RowTurnCancelNoop         = "agent_turn_cancel_noop"
+	RowSessionRotatedInFlight = "agent_session_rotated_in_flight"
+	RowSessionRotated         = "agent_session_rotated"
+	RowSessionRotateNoop      = "agent_session_rotate_noop"
+	RowShutdown               = "agent_shutdown"
+	RowStatus                 = "status"
+)
+
 // Why an owner command stopped a running turn (its context's cause).
 var (
 	errOwnerCancel = errors.New("cancelled by the owner")
@@ -114,19 +126,23 @@ func (h *Harness) ownerCommand(ctx context.Context, cmd OwnerCommand, c *channel
 	case CmdCancel:
 		if stop != nil {
 			stop(errOwnerCancel)
-			outcome["type"] = "turn_cancelled"
+			outcome["type"] = RowTurnCancelled
 		} else {
-			outcome["type"] = "cancel_noop"
+			outcome["type"] = RowTurnCancelNoop
 		}
 	case CmdRotate:
-		outcome["type"] = "session_rotated"
-		if !h.rotate(k, stop) {
-			outcome["type"] = "rotate_noop"
+		switch inFlight := stop != nil; {
+		case !h.rotate(k, stop):
+			outcome["type"] = RowSessionRotateNoop
+		case inFlight:
+			outcome["type"] = RowSessionRotatedInFlight
+		default:
+			outcome["type"] = RowSessionRotated
 		}
 	case CmdShutdown:
-		outcome["type"] = "agent_shutdown"
+		outcome["type"] = RowShutdown
 	case CmdStatus:
-		outcome["type"] = "status"
+		outcome["type"] = RowStatus
 		outcome["status"] = h.status()
 	}
 	row := outcomeRow(c.ID, ev, outcome)

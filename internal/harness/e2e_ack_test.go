@@ -124,7 +124,7 @@ func TestEyesReactionMarksQueuedMentionAndGoesWhenTheTurnEnds(t *testing.T) {
 
 	// The turn is cancelled (in its thread): the 👀 goes, by a kind 5 naming it.
 	cmd := s.mention(s.ownerSK, "!cancel", replyTo(held.ID))
-	if out := s.waitOutcome(cmd.ID); out["type"] != "turn_cancelled" {
+	if out := s.waitOutcome(cmd.ID); out["type"] != "agent_turn_cancelled" {
 		t.Fatalf("outcome %v", out)
 	}
 	s.waitNoAck(held.ID)
@@ -166,7 +166,7 @@ func TestTypingIsSentEveryFewSecondsWhileATurnRuns(t *testing.T) {
 	}
 
 	cmd := s.mention(s.ownerSK, "!cancel", replyTo(root.ID))
-	if out := s.waitOutcome(cmd.ID); out["type"] != "turn_cancelled" {
+	if out := s.waitOutcome(cmd.ID); out["type"] != "agent_turn_cancelled" {
 		t.Fatalf("outcome %v", out)
 	}
 	s.waitRecorded("session/cancel", 1)

@@ -11,7 +11,7 @@ func TestOwnerCancelWhenIdleAnswersWithNoopRow(t *testing.T) {
 	s.start(nil)
 	cmd := s.mention(s.ownerSK, "!cancel")
 	out := s.waitOutcome(cmd.ID)
-	if out["type"] != "cancel_noop" || out["actor"] != s.ownerPK || out["target"] != s.agentPK {
+	if out["type"] != "agent_turn_cancel_noop" || out["actor"] != s.ownerPK || out["target"] != s.agentPK {
 		t.Fatalf("outcome %v", out)
 	}
 	if len(s.methods("session/prompt")) != 0 {
@@ -25,7 +25,7 @@ func TestOwnerCancelStopsRunningTurnAndDropsBatch(t *testing.T) {
 	m := s.mention(s.ownerSK, "long job")
 	s.waitRecorded("session/prompt", 1)
 	cmd := s.mention(s.ownerSK, "!cancel", replyTo(m.ID)) // in the thread of the running turn
-	if out := s.waitOutcome(cmd.ID); out["type"] != "turn_cancelled" {
+	if out := s.waitOutcome(cmd.ID); out["type"] != "agent_turn_cancelled" {
 		t.Fatalf("outcome %v", out)
 	}
 	s.waitRecorded("session/cancel", 1)
@@ -47,7 +47,7 @@ func TestOwnerRotateForgetsSessionAndNextSessionIsFresh(t *testing.T) {
 	first := s.mention(s.ownerSK, "one")
 	r1 := s.waitReply(first.ID)
 	cmd := s.mention(s.ownerSK, "@agent !rotate", replyTo(first.ID))
-	if out := s.waitOutcome(cmd.ID); out["type"] != "session_rotated" {
+	if out := s.waitOutcome(cmd.ID); out["type"] != "agent_session_rotated" {
 		t.Fatalf("outcome %v", out)
 	}
 	s.mention(s.ownerSK, "two", replyTo(first.ID))
@@ -132,5 +132,25 @@ func TestAuthorGateModes(t *testing.T) {
 				t.Errorf("owner's mention prompted = %v, want %v", got, c.ownerAnswer)
 			}
 		})
+	}
+}
+
+func TestOwnerRotateWithNoSessionAnswersRotateNoopRow(t *testing.T) {
+	s := newStack(t)
+	s.start(nil)
+	cmd := s.mention(s.ownerSK, "!rotate")
+	if out := s.waitOutcome(cmd.ID); out["type"] != "agent_session_rotate_noop" {
+		t.Fatalf("outcome %v", out)
+	}
+}
+
+func TestOwnerRotateDuringATurnAnswersRotatedInFlightRow(t *testing.T) {
+	s := newStack(t)
+	s.start(nil, "TESTAGENT_HANG_ON=1")
+	m := s.mention(s.ownerSK, "long job")
+	s.waitRecorded("session/prompt", 1)
+	cmd := s.mention(s.ownerSK, "!rotate", replyTo(m.ID))
+	if out := s.waitOutcome(cmd.ID); out["type"] != "agent_session_rotated_in_flight" {
+		t.Fatalf("outcome %v", out)
 	}
 }

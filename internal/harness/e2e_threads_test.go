@@ -88,7 +88,7 @@ func TestSiblingThreadsRunConcurrently(t *testing.T) {
 	m2 := s.mention(s.ownerSK, "quick question")
 	s.waitReply(m2.ID) // answered while the sibling thread is still busy
 	cmd := s.mention(s.ownerSK, "!cancel", replyTo(m1.ID))
-	if out := s.waitOutcome(cmd.ID); out["type"] != "turn_cancelled" {
+	if out := s.waitOutcome(cmd.ID); out["type"] != "agent_turn_cancelled" {
 		t.Fatalf("!cancel in the busy thread: outcome %v", out)
 	}
 }

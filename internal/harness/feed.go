@@ -81,6 +81,7 @@ func cutNote(n int) string {
 
 // onUpdate turns session/update notifications into activity; replayed history is marked.
 func (h *Harness) onUpdate(u acp.SessionUpdate) {
+	h.costs.observe(u)
 	h.bus.Publish(observer.Scope{SessionID: u.SessionID}, observer.AgentUpdate{Kind: u.Kind, Replay: u.Replay,
 		Text: clip(u.Text), ToolCallID: u.ToolCallID, Title: u.Title, Status: u.Status})
 }

@@ -68,6 +68,8 @@ type Harness struct {
 	removed  map[string]bool     // channels we were removed from while a turn ran
 	seen     *client.IDSet       // event ids already accepted (a replay never prompts twice)
 	lookups  memberLookups       // membership lookups running off the loop
+	siblings siblingLookups      // NIP-OA sibling verdicts and the events waiting for one
+	costs    costTracker         // each ACP session's running cost (usage_update), for turn metrics
 
 	// inflight stops a conversation's running turn; the cause says why (owner cancel, rotate, leave).
 	inflight map[scopeKey]context.CancelCauseFunc
@@ -97,6 +99,9 @@ func New(cfg Config) (*Harness, error) {
 	if err != nil {
 		return nil, fmt.Errorf("private key: %w", err)
 	}
+	if err := cfg.resolveOwner(pk); err != nil {
+		return nil, err
+	}
 	h := &Harness{
 		cfg:           cfg,
 		log:           cfg.Logger,
@@ -109,6 +114,7 @@ func New(cfg Config) (*Harness, error) {
 		removed:       map[string]bool{},
 		lookups:       memberLookups{started: map[string]int{}, done: make(chan membershipCheck, 16)},
 		seen:          client.NewIDSet(20000),
+		siblings:      newSiblingLookups(),
 		inflight:      map[scopeKey]context.CancelCauseFunc{},
 		turns:         map[scopeKey]*liveTurn{},
 		steers:        make(chan steerResult, 16),
@@ -230,6 +236,8 @@ func (h *Harness) serve(ctx context.Context, liveErr <-chan error) error {
 			h.finishSpawn(ctx, s)
 		case m := <-h.lookups.done:
 			h.applyMembership(m)
+		case sc := <-h.siblings.done:
+			h.finishSiblingLookup(ctx, sc)
 		case <-tick.C:
 			h.pool.maintain(ctx)
 		case <-heartbeats:

@@ -33,11 +33,20 @@ func (h *Harness) handleEvent(ctx context.Context, ev *nostr.Event) {
 		h.ownerCommand(ctx, cmd, c, ev)
 		return
 	}
-	if !h.gate.Allows(ev.PubKey, c.Type) {
+	switch h.admit(ctx, c, ev) {
+	case gateDrop:
 		h.skip(ev)
 		h.log.Debug("author gate dropped event", "event", ev.ID, "author", ev.PubKey, "channel", chID)
 		return
+	case gateHeld:
+		return // finishSiblingLookup accepts or skips it
 	}
+	h.accept(ctx, c, ev)
+}
+
+// accept makes an event that passed the gate durable, queues it and acknowledges it.
+func (h *Harness) accept(ctx context.Context, c *channel, ev *nostr.Event) {
+	chID := c.ID
 	// Journal before acknowledging: an event we cannot make durable is not accepted (the relay
 	// will offer it again after a reconnect).
 	raw, _ := json.Marshal(ev)

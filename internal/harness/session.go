@@ -28,6 +28,7 @@ type chanSession struct {
 	// opening is the standing context fetched when the session was opened, kept for its first
 	// briefing on the user-message route so the relay is not asked twice.
 	opening *prompt.Standing
+	usage   sessionUsage // turn-metric bookkeeping (metrics.go)
 }
 
 // errResumeLost: resuming the remembered session failed indeterminately (timeout, agent exit).

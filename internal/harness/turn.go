@@ -3,9 +3,9 @@ package harness
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
-
-	"github.com/nbd-wtf/go-nostr"
+	"time"
 
 	"github.com/buzz-harness/buzz/internal/acp"
 	"github.com/buzz-harness/buzz/internal/observer"
@@ -40,10 +40,12 @@ type turnResult struct {
 	gooseProbe ProbeState   // what opening a goose session found (ProbeUnknown: not probed)
 	stop       string       // stopReason when the prompt returned
 	delivered  []string
-	standing   bool  // standing context went out in this prompt's user message
-	err        error // errResumeLost: respawn the agent and try the resume once more
-	cause      error // why the turn's context was cancelled, if it was
-	answered   bool  // the turn failed, but the agent's reply had already landed
+	standing   bool            // standing context went out in this prompt's user message
+	err        error           // errResumeLost: respawn the agent and try the resume once more
+	cause      error           // why the turn's context was cancelled, if it was
+	answered   bool            // the turn failed, but the agent's reply had already landed
+	usage      json.RawMessage // the prompt response's usage, if the agent reported any
+	started    time.Time
 }
 
 // dispatch starts turns while there is ready work and an idle agent.
@@ -107,6 +109,7 @@ func (h *Harness) report(ctx context.Context, r turnResult) {
 func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 	r.in = in
 	start := in.live.startedAt
+	r.started = start
 	// Durable before the agent sees the batch: after a crash this says a reply may exist.
 	if err := h.jrnl.InFlight(start, in.batch.IDs()...); err != nil {
 		h.log.Warn("journal", "err", err)
@@ -160,6 +163,7 @@ func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 		// and only the new message goes next (it must not be answered twice).
 		r.answered = h.relay.answered(context.WithoutCancel(ctx), in.channel.ID, in.batch.Events(), start)
 	}
+	r.usage = res.Usage
 	r.delivered = rendered.DeliveredIDs
 	r.standing = rendered.Stats.StandingIncluded
 	h.emit(in, observer.TurnEnded{StopReason: res.StopReason, DurationMs: dur.Milliseconds(), Usage: res.Usage})
@@ -207,6 +211,7 @@ func (h *Harness) finishTurn(ctx context.Context, r turnResult) {
 	t := h.turns[k]
 	delete(h.turns, k)
 	absorbSteered(&r, t)
+	h.publishTurnMetric(ctx, r)
 	outcome := decideOutcome(r, h.removed[k.channelID()] || h.channels[k.channelID()] == nil)
 	ended := r.in.batch.IDs()
 	if outcome == turnMerged {
@@ -357,19 +362,14 @@ func isTransport(err error) bool {
 
 // deadLetter tells the channel that the batch could not be processed.
 func (h *Harness) deadLetter(ctx context.Context, in turnInput, err error) {
-	last := in.batch.Last()
 	reason := "unknown error"
 	if err != nil {
 		reason = err.Error()
 	}
 	h.log.Error("dead letter", "channel", in.channel.ID, "events", len(in.batch.Items), "err", reason)
-	notice := &nostr.Event{
-		Kind: 9,
-		Content: "⚠️ I couldn't process the last request after several attempts (" + reason +
-			"). Please re-send it, or ask my owner to check on me.",
-		Tags:      append(nostr.Tags{{"h", in.channel.ID}}, threadTags(last)...),
-		CreatedAt: nostr.Now(),
-	}
+	notice := failureNotice(in.channel.ID, in.scope, in.batch.Events(), h.agent,
+		"⚠️ I couldn't process the last request after several attempts ("+reason+
+			"). Please re-send it, or ask my owner to check on me.")
 	h.emit(in, observer.DeadLetter{Events: in.batch.IDs(), Reason: reason})
 	h.publishLater(ctx, notice)
 }

@@ -34,6 +34,7 @@ var clientKinds = map[int]bool{
 	9000: true, 9001: true, 9002: true, 9005: true, 9007: true, 9008: true, 9021: true, 9022: true,
 	10100: true, 20001: true, 20002: true, 24200: true,
 	30023: true, 30078: true, 30174: true, 30315: true,
+	44200: true,
 	40002: true, 40003: true, 40007: true, 40008: true, 40099: true, 40100: true,
 	45001: true, 45002: true, 45003: true,
 	41010: true, 41011: true, // DM open / add member (docs/dms.md)
@@ -151,6 +152,11 @@ func (r *Relay) check(ctx context.Context, ev *nostr.Event, checkErr error, auth
 	if channelKinds[ev.Kind] && !hasCh {
 		return refuse(http.StatusBadRequest, "invalid: missing h tag with the channel id")
 	}
+	if ev.Kind == protocol.KindTurnMetric {
+		if res, ok := checkTurnMetric(ev, hasCh); !ok {
+			return res, nil
+		}
+	}
 	if r.shared != nil && !r.shared.Live() {
 		return errNoDatabase, nil
 	}
@@ -182,6 +188,11 @@ func (r *Relay) check(ctx context.Context, ev *nostr.Event, checkErr error, auth
 		if res, ok := r.checkEdit(ctx, ev, chID); !ok {
 			return res, nil
 		}
+	}
+	// A system row speaks for the channel: anyone could post one into an open channel, so only
+	// its members may (the relay signs its own rows and never comes through here).
+	if ev.Kind == protocol.KindSystemMessage && !r.isMember(ctx, ev.PubKey, chID) {
+		return refuse(http.StatusForbidden, "restricted: only channel members may post system rows (kind 40099)")
 	}
 	if protocol.IsEphemeral(ev.Kind) {
 		r.broadcast(ev, scope)
@@ -233,6 +244,44 @@ func storeResult(err error) (result, bool) {
 		return accepted(err.Error()), true
 	}
 	return rejected(http.StatusInternalServerError, "error: could not store event"), true
+}
+
+// isMember reports whether pubkey is a member of channel chID, asking the database once (on a
+// shared one) before saying no, as a member added on another node may not have reached us yet.
+func (r *Relay) isMember(ctx context.Context, pubkey, chID string) bool {
+	member := func() bool {
+		ch, ok := r.acl.get(chID)
+		_, in := ch.Members[pubkey]
+		return ok && in
+	}
+	if member() {
+		return true
+	}
+	return r.shared != nil && r.reloadChannel(ctx, chID) == nil && member()
+}
+
+// checkTurnMetric is NIP-AM's envelope: a global event (no channel) for exactly one reader, the
+// p-tagged owner, naming its author as the agent. Its content is NIP-44 the relay cannot read.
+func checkTurnMetric(ev *nostr.Event, hasCh bool) (result, bool) {
+	if hasCh {
+		return rejected(http.StatusBadRequest, "invalid: turn metrics (kind 44200) are global and carry no h tag"), false
+	}
+	var ps, agents []string
+	for _, t := range ev.Tags {
+		if len(t) >= 2 && t[0] == "p" {
+			ps = append(ps, t[1])
+		}
+		if len(t) >= 2 && t[0] == "agent" {
+			agents = append(agents, t[1])
+		}
+	}
+	if len(ps) != 1 || !protocol.IsHex64(ps[0]) {
+		return rejected(http.StatusBadRequest, "invalid: a turn metric needs exactly one p tag naming its owner"), false
+	}
+	if len(agents) != 1 || agents[0] != ev.PubKey {
+		return rejected(http.StatusBadRequest, "invalid: a turn metric needs exactly one agent tag equal to its author"), false
+	}
+	return result{}, true
 }
 
 // checkWrite applies the write rule for channel-scoped events: the channel must exist and be

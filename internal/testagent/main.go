@@ -104,6 +104,8 @@ type config struct {
 	steering         bool
 	gooseSteer       bool
 	hangAfterReply   string
+	costPerTurn      float64 // > 0: a usage_update with the session's running cost (USD) ends each turn
+	noUsage          bool    // the prompt response carries no usage
 }
 
 func loadConfig() (config, error) {
@@ -129,6 +131,14 @@ func loadConfig() (config, error) {
 		steering:         os.Getenv("TESTAGENT_STEERING") == "1",
 		gooseSteer:       os.Getenv("TESTAGENT_GOOSE_STEER") == "1",
 		hangAfterReply:   os.Getenv("TESTAGENT_HANG_AFTER_REPLY"),
+		noUsage:          os.Getenv("TESTAGENT_NO_USAGE") == "1",
+	}
+	if v := os.Getenv("TESTAGENT_COST_PER_TURN"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 {
+			return c, fmt.Errorf("TESTAGENT_COST_PER_TURN=%q is not a non-negative number", v)
+		}
+		c.costPerTurn = f
 	}
 	for _, name := range strings.Split(os.Getenv("TESTAGENT_CAPS"), ",") {
 		switch name = strings.TrimSpace(name); name {
@@ -568,8 +578,16 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 	}
 	a.mu.Lock()
 	s.History = append(s.History, turn{User: text, Agent: reply})
+	turns := len(s.History)
 	a.save(s)
 	a.mu.Unlock()
+	if a.cfg.costPerTurn > 0 {
+		_ = acp.SendUpdate(a.conn, s.ID, map[string]any{"sessionUpdate": "usage_update", "used": len(text), "size": 200000,
+			"cost": map[string]any{"amount": a.cfg.costPerTurn * float64(turns), "currency": "USD"}})
+	}
+	if a.cfg.noUsage {
+		return acp.PromptResponse{StopReason: a.cfg.stopReason}, nil
+	}
 	usage, _ := json.Marshal(map[string]int{"inputTokens": len(text), "outputTokens": len(reply), "totalTokens": len(text) + len(reply)})
 	return acp.PromptResponse{StopReason: a.cfg.stopReason, Usage: usage}, nil
 }

@@ -122,6 +122,7 @@ async function loadState() {
   for (const [id, c] of seen) if (!S.channels.has(id)) S.channels.set(id, c);
   renderChannels();
   loadMemory();
+  loadTurns();
   // Activity may have selected a channel before its name was known: refresh title and history.
   if (S.current) selectChannel(S.current);
   else if (st.channels.length) selectChannel(st.channels[0].id);
@@ -141,6 +142,22 @@ async function loadMemory() {
   pre.textContent = m.state === "found" ? m.profile
     : MEMORY_TEXT[m.state] || "(could not load: " + (m.error || m.state) + ")";
   pre.classList.toggle("muted", m.state !== "found");
+}
+
+// The agent's recent turns from its NIP-AM metrics (encrypted to the owner): tokens and cost.
+function fmtTokens(n) { return n == null ? "?" : Number(n).toLocaleString(); }
+function fmtCost(c) { return c == null ? "cost ?" : "$" + Number(c).toFixed(c < 0.01 ? 4 : 2); }
+
+async function loadTurns() {
+  const rows = await api("/api/turns").catch(() => null);
+  if (!rows) return;
+  $("turns").hidden = rows.length === 0;
+  $("turns-list").replaceChildren(...rows.map((r) => el("li", { class: "turn-row", "data-event": r.eventId },
+    el("span", { class: "time", text: new Date(r.timestamp).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) }), " ",
+    el("span", { class: "chan", text: r.channelId ? channelName(r.channelId) : "" }), " ",
+    el("span", { class: "tokens", title: "input " + fmtTokens(r.inputTokens) + " · output " + fmtTokens(r.outputTokens),
+      text: fmtTokens(r.totalTokens) + " tok" }), " ",
+    el("span", { class: "cost", text: fmtCost(r.costUsd) }))));
 }
 
 async function loadHistory(id) {
@@ -246,7 +263,49 @@ function bodyNodes(text) {
   return out;
 }
 
+// System rows (kind 40099) the page shows, by type; the server passes only rows signed by the
+// relay or by the agent they name as target. Unknown types are dropped, as Buzz Desktop does.
+const SYSTEM_ROWS = {
+  agent_turn_cancelled: (a, t) => t + " stopped its turn (cancelled by " + a + ")",
+  agent_turn_cancel_noop: (a, t) => t + " had no turn to cancel",
+  agent_session_rotated_in_flight: (a, t) => t + " stopped its turn and starts a fresh session",
+  agent_session_rotated: (a, t) => t + " starts a fresh session next time",
+  agent_session_rotate_noop: (a, t) => t + " had no session to rotate",
+  agent_shutdown: (a, t) => t + " is shutting down (asked by " + a + ")",
+  status: (a, t) => t + " reported its status",
+  channel_created: (a) => a + " created the channel",
+  channel_updated: (a) => a + " updated the channel",
+  channel_archived: (a) => a + " archived the channel",
+  channel_unarchived: (a) => a + " unarchived the channel",
+  channel_deleted: (a) => a + " deleted the channel",
+  member_joined: (a, t) => (a === t ? t + " joined" : a + " added " + t),
+  member_left: (a, t) => t + " left",
+  member_removed: (a, t) => a + " removed " + t,
+  role_changed: (a, t) => a + " changed " + t + "'s role",
+  message_deleted: (a) => a + " deleted a message",
+  visibility_changed: (a) => a + " changed who can see the channel",
+};
+
+function personName(pk) {
+  if (!pk) return "someone";
+  if (S.agent && S.agent.pubkey === pk) return "@" + S.agent.name;
+  if (S.owner && S.owner.pubkey === pk) return S.owner.name;
+  const c = S.channels.get(S.current);
+  const p = c && (c.members || []).find((x) => x.pubkey === pk);
+  return p && p.name ? p.name : pk.slice(0, 8) + "…";
+}
+
+function systemRowEl(m) {
+  const say = SYSTEM_ROWS[m.system.type];
+  if (!say) return null;
+  const time = new Date(m.createdAt * 1000).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+  return el("div", { class: "sysrow", "data-id": m.id, "data-type": m.system.type },
+    el("span", { class: "time", text: time }), " ",
+    el("span", { text: say(personName(m.system.actor), personName(m.system.target)) }));
+}
+
 function messageEl(m) {
+  if (m.system) return systemRowEl(m);
   const time = new Date(m.createdAt * 1000).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
   return el("div", { class: "msg" + (m.isAgent ? " agent" : ""), "data-id": m.id, "data-pubkey": m.pubkey },
     el("div", { class: "meta" },
@@ -273,16 +332,16 @@ function renderMessages() {
       replies.get(m.root).push(m);
     } else tops.push(m);
   }
-  const nodes = tops.map((m) => {
+  const nodes = tops.filter((m) => !m.system || SYSTEM_ROWS[m.system.type]).map((m) => {
     const node = messageEl(m);
     const rs = replies.get(m.id);
     const working = typingEl(S.current, m.id);
-    if (rs || working) node.append(el("div", { class: "thread", "data-root": m.id }, ...(rs || []).map(messageEl), working));
+    if (rs || working) node.append(el("div", { class: "thread", "data-root": m.id }, ...(rs || []).map(messageEl).filter(Boolean), working));
     return node;
   });
   const working = typingEl(S.current, "");
   if (working) nodes.push(working);
-  if (!nodes.length) nodes.push(el("div", { class: "empty", text: "No messages yet. Say hello — mention the agent with @" + ((S.agent && S.agent.name) || "name") + "." }));
+  if (!all.some((m) => !m.system) && !working) nodes.push(el("div", { class: "empty", text: "No messages yet. Say hello — mention the agent with @" + ((S.agent && S.agent.name) || "name") + "." }));
   box.replaceChildren(...nodes);
   if (atBottom || S.justSent) box.scrollTop = box.scrollHeight;
   S.justSent = false;
@@ -568,6 +627,8 @@ function connect() {
     const msg = JSON.parse(m.data);
     ensureChannel(msg.channel);
     addMessage(msg);
+    // The agent's metric follows its reply by a moment: reload the turns once things settle.
+    if (msg.isAgent) { clearTimeout(S.turnsTimer); S.turnsTimer = setTimeout(loadTurns, 1500); }
   });
   es.addEventListener("reaction", (m) => addReaction(JSON.parse(m.data)));
   es.addEventListener("unreact", (m) => removeReactions(JSON.parse(m.data)));
@@ -587,6 +648,7 @@ function connect() {
 
 $("tab-chat").addEventListener("click", () => setView("chat"));
 $("memory-reload").addEventListener("click", loadMemory);
+$("turns-reload").addEventListener("click", loadTurns);
 $("tab-activity").addEventListener("click", () => setView("activity"));
 $("composer").addEventListener("submit", send);
 $("reply-cancel").addEventListener("click", () => { S.replyTo = null; renderReplyBar(); });

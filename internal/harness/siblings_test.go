@@ -1,0 +1,78 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/buzz-harness/buzz/internal/protocol/ownerauth"
+)
+
+func TestSiblingCacheForgetsVerdictsAfterTheirTTL(t *testing.T) {
+	var c siblingCache
+	now := time.Unix(1_000_000, 0)
+	c.put("a", true, siblingTTL, now)
+	if sib, ok := c.get("a", now.Add(siblingTTL-time.Second)); !ok || !sib {
+		t.Fatal("a fresh verdict was not remembered")
+	}
+	if _, ok := c.get("a", now.Add(siblingTTL)); ok {
+		t.Fatal("an expired verdict was still used")
+	}
+}
+
+func TestSiblingCacheStaysWithinItsSizeBound(t *testing.T) {
+	var c siblingCache
+	now := time.Unix(1_000_000, 0)
+	for i := range 3 * siblingCacheSize {
+		c.put(nostr.GeneratePrivateKey(), i%2 == 0, siblingTTL, now)
+		if len(c.entries) > siblingCacheSize {
+			t.Fatalf("cache holds %d entries, bound %d", len(c.entries), siblingCacheSize)
+		}
+	}
+}
+
+func TestSiblingLookupFailsClosedOnARelayError(t *testing.T) {
+	srv, queries := memoryRelay(t, http.StatusInternalServerError, `{"error":"boom"}`)
+	rc := memoryClient(srv.URL, nostr.GeneratePrivateKey(), "aa")
+	sib, err := rc.isSibling(context.Background(), "bb")
+	if sib || err == nil || queries.Load() == 0 {
+		t.Fatalf("sibling=%v err=%v after %d queries, want not a sibling and the error", sib, err, queries.Load())
+	}
+}
+
+func TestSiblingLookupRejectsAProfileAttestedByAnotherOwner(t *testing.T) {
+	ownerSK, otherOwnerSK, botSK := nostr.GeneratePrivateKey(), nostr.GeneratePrivateKey(), nostr.GeneratePrivateKey()
+	owner, _ := nostr.GetPublicKey(ownerSK)
+	bot, _ := nostr.GetPublicKey(botSK)
+	profile := func(issuerSK string, claim string) string {
+		tag, err := ownerauth.Issue(issuerSK, bot, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tag.Owner = claim
+		ev := nostr.Event{Kind: 0, Content: "{}", CreatedAt: nostr.Now(), Tags: nostr.Tags{tag.NostrTag()}}
+		if err := ev.Sign(botSK); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal([]nostr.Event{ev})
+		return string(b)
+	}
+	for name, c := range map[string]struct {
+		body string
+		want bool
+	}{
+		"attested by our owner":        {profile(ownerSK, owner), true},
+		"claims our owner, forged sig": {profile(otherOwnerSK, owner), false},
+		"no profile":                   {"[]", false},
+	} {
+		srv, _ := memoryRelay(t, http.StatusOK, c.body)
+		rc := memoryClient(srv.URL, nostr.GeneratePrivateKey(), owner)
+		if sib, err := rc.isSibling(context.Background(), bot); sib != c.want || err != nil {
+			t.Errorf("%s: sibling=%v err=%v, want %v", name, sib, err, c.want)
+		}
+	}
+}
