@@ -116,7 +116,7 @@ func TestQueueModeLeavesTheRunningTurnAloneAndPromptsTheNewMessageAfterIt(t *tes
 	// The loop handles events in order: once !status is answered, second was queued and its
 	// mode applied. Then the owner ends the running turn.
 	s.waitOutcome(s.mention(s.ownerSK, "!status", replyTo(first.ID)).ID)
-	if out := s.waitOutcome(s.mention(s.ownerSK, "!cancel", replyTo(first.ID)).ID); out["type"] != "turn_cancelled" {
+	if out := s.waitOutcome(s.mention(s.ownerSK, "!cancel", replyTo(first.ID)).ID); out["type"] != "agent_turn_cancelled" {
 		t.Fatalf("the hung turn was not running when the owner cancelled it: %v", out)
 	}
 	reply := s.waitNewReply(first.ID)
@@ -189,7 +189,7 @@ func TestDedupDropFinishesAMessageForABusyConversationUnanswered(t *testing.T) {
 	s.start([]string{"--multiple-event-handling", "queue", "--dedup", "drop"}, "TESTAGENT_HANG_ON=1", replyEvents)
 	first, second := s.busyThread()
 	s.waitLog("dropped: its conversation's turn is running", 20*time.Second)
-	if out := s.waitOutcome(s.mention(s.ownerSK, "!cancel", replyTo(first.ID)).ID); out["type"] != "turn_cancelled" {
+	if out := s.waitOutcome(s.mention(s.ownerSK, "!cancel", replyTo(first.ID)).ID); out["type"] != "agent_turn_cancelled" {
 		t.Fatalf("outcome %v", out)
 	}
 	// A later message in the thread is answered alone: the dropped one never comes back.
