@@ -10,6 +10,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/protocol/turnmetric"
 	"github.com/buzz-harness/buzz/internal/relay/store"
 )
 
@@ -266,15 +267,7 @@ func checkTurnMetric(ev *nostr.Event, hasCh bool) (result, bool) {
 	if hasCh {
 		return rejected(http.StatusBadRequest, "invalid: turn metrics (kind 44200) are global and carry no h tag"), false
 	}
-	var ps, agents []string
-	for _, t := range ev.Tags {
-		if len(t) >= 2 && t[0] == "p" {
-			ps = append(ps, t[1])
-		}
-		if len(t) >= 2 && t[0] == "agent" {
-			agents = append(agents, t[1])
-		}
-	}
+	ps, agents := turnmetric.Addressing(ev.Tags)
 	if len(ps) != 1 || !protocol.IsHex64(ps[0]) {
 		return rejected(http.StatusBadRequest, "invalid: a turn metric needs exactly one p tag naming its owner"), false
 	}

@@ -257,6 +257,20 @@ func Build(agentSecret, ownerPubkey string, m Metric, entropy io.Reader) (nostr.
 	return ev, nil
 }
 
+// Addressing returns the values of a metric's p tags (its owner: exactly one is valid) and agent
+// tags (exactly one, equal to the author, is valid): the envelope the relay and the owner check.
+func Addressing(tags nostr.Tags) (ps, agents []string) {
+	for _, t := range tags {
+		if len(t) >= 2 && t[0] == "p" {
+			ps = append(ps, t[1])
+		}
+		if len(t) >= 2 && t[0] == "agent" {
+			agents = append(agents, t[1])
+		}
+	}
+	return ps, agents
+}
+
 // Decode is the owner side: it checks the envelope (kind, exactly one p tag naming the owner,
 // exactly one agent tag equal to the author, id and signature) before decrypting, then parses
 // and validates the payload. Events that fail should be ignored.
@@ -268,15 +282,7 @@ func Decode(ownerSecret string, ev *nostr.Event) (Metric, error) {
 	if err != nil {
 		return Metric{}, fmt.Errorf("turn metric: owner key: %w", err)
 	}
-	var ps, agents []string
-	for _, t := range ev.Tags {
-		if len(t) >= 2 && t[0] == "p" {
-			ps = append(ps, t[1])
-		}
-		if len(t) >= 2 && t[0] == "agent" {
-			agents = append(agents, t[1])
-		}
-	}
+	ps, agents := Addressing(ev.Tags)
 	if len(ps) != 1 || !strings.EqualFold(ps[0], owner) {
 		return Metric{}, errors.New("turn metric: want exactly one p tag naming this owner")
 	}
