@@ -75,6 +75,7 @@ type options struct {
 	activityLog, activityAddr, logLevel            string
 	selfAgent                                      bool
 	mcpCommand, mcpServers                         string
+	model, permissionMode, effortLevel             string
 	channelAddPolicy, authTag                      string
 }
 
@@ -175,6 +176,9 @@ func Command() *cobra.Command {
 	f.String(&o.activityAddr, "activity-addr", "BUZZ_ACP_ACTIVITY_ADDR", "", "serve the activity console on this loopback address (e.g. 127.0.0.1:3002)")
 	f.String(&o.mcpCommand, "mcp-command", "BUZZ_ACP_MCP_COMMAND", "", "MCP server (stdio) every session gets, handed the agent's relay URL, key and BUZZ_AUTH_TAG")
 	f.String(&o.mcpServers, "mcp-servers", "BUZZ_ACP_MCP_SERVERS", "", "JSON file of more stdio MCP servers for every session (see README)")
+	f.String(&o.model, "model", "BUZZ_ACP_MODEL", "", "model id to switch every session to, if the agent offers it (default: the agent's own)")
+	f.String(&o.permissionMode, "permission-mode", "BUZZ_ACP_PERMISSION_MODE", "", "permission mode for every session, if the agent offers it: default, auto, acceptEdits, bypassPermissions, dontAsk, plan (kebab-case accepted; default: the agent's own)")
+	f.String(&o.effortLevel, "effort-level", "BUZZ_ACP_EFFORT_LEVEL", "", "effort (thought level) for every session, e.g. low, medium, high, if the agent offers it")
 	f.String(&o.logLevel, "log-level", "BUZZ_ACP_LOG_LEVEL", "info", "debug, info, warn or error")
 	cmd.MarkFlagsMutuallyExclusive("system-prompt", "system-prompt-file")
 	cmd.MarkFlagsMutuallyExclusive("heartbeat-prompt", "heartbeat-prompt-file")
@@ -224,6 +228,14 @@ func (o *options) config(stderr io.Writer) (harness.Config, func(), error) {
 		Version:                       Version,
 		BuzzCLIDir:                    harness.BuzzCLIDir(),
 		MCPCommand:                    o.mcpCommand,
+		Model:                         strings.TrimSpace(o.model),
+		PermissionMode:                strings.TrimSpace(o.permissionMode),
+		EffortLevel:                   strings.TrimSpace(o.effortLevel),
+	}
+	if cfg.PermissionMode != "" {
+		if cfg.PermissionMode, err = harness.PermissionModeWire(cfg.PermissionMode); err != nil {
+			return cfg, noop, fmt.Errorf("--permission-mode: %w", err)
+		}
 	}
 	if o.mcpServers != "" {
 		if cfg.MCPServers, err = mcpconfig.Load(o.mcpServers); err != nil {

@@ -44,6 +44,9 @@ type Config struct {
 	MaxTurnDuration    time.Duration
 	CancelGrace        time.Duration
 	PermissionsDeny    bool
+	// Agent settings applied to every session once opened ("" = the agent's own): a model id,
+	// a permission mode (any spelling PermissionModeWire takes) and an effort level.
+	Model, PermissionMode, EffortLevel string
 	MaxTurnsPerSession int
 
 	RespondTo       RespondTo
@@ -163,6 +166,13 @@ func (c *Config) Validate() error {
 	}
 	if c.AgentCwd == "" || !filepath.IsAbs(c.AgentCwd) {
 		return fmt.Errorf("--agent-cwd must be an absolute path, got %q", c.AgentCwd)
+	}
+	if c.PermissionMode != "" {
+		w, err := PermissionModeWire(c.PermissionMode)
+		if err != nil {
+			return fmt.Errorf("--permission-mode %w", err)
+		}
+		c.PermissionMode = w
 	}
 	if err := c.buildMCP(); err != nil {
 		return err
