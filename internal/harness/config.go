@@ -39,15 +39,15 @@ type Config struct {
 	Agents       int    // parallel agent processes, 1–32
 	BuzzCLIDir   string // directory holding the buzz CLI, put first on the agent's PATH
 
-	InitTimeout        time.Duration // how long an agent may take to answer initialize
-	IdleTimeout        time.Duration
-	MaxTurnDuration    time.Duration
-	CancelGrace        time.Duration
-	PermissionsDeny    bool
+	InitTimeout     time.Duration // how long an agent may take to answer initialize
+	IdleTimeout     time.Duration
+	MaxTurnDuration time.Duration
+	CancelGrace     time.Duration
+	PermissionsDeny bool
 	// Agent settings applied to every session once opened ("" = the agent's own): a model id,
 	// a permission mode (any spelling PermissionModeWire takes) and an effort level.
 	Model, PermissionMode, EffortLevel string
-	MaxTurnsPerSession int
+	MaxTurnsPerSession                 int
 
 	RespondTo       RespondTo
 	Allowlist       map[string]bool
