@@ -140,11 +140,19 @@ type caller interface {
 
 // applySetting sets one value if the agent advertised it. An application error (the agent
 // answered with an error) is reported in the result; a transport error or the timeout is
-// returned, so the caller respawns the agent.
+// returned, so the caller respawns the agent. st is only read: a session's state is shared
+// between the loop and its turn.
 func applySetting(ctx context.Context, agent caller, st *acp.SessionState, sessionID, setting, value string) (settingResult, error) {
+	res, _, err := applySettingState(ctx, agent, st, sessionID, setting, value)
+	return res, err
+}
+
+// applySettingState is applySetting also returning the config options the agent answered a
+// set_config_option with (nil otherwise).
+func applySettingState(ctx context.Context, agent caller, st *acp.SessionState, sessionID, setting, value string) (settingResult, []acp.ConfigOption, error) {
 	call, res, ok := resolveSetting(st, sessionID, setting, value)
 	if !ok {
-		return res, nil
+		return res, nil, nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, settingTimeout)
 	defer cancel()
@@ -154,29 +162,35 @@ func applySetting(ctx context.Context, agent caller, st *acp.SessionState, sessi
 	switch {
 	case err == nil:
 		res.Status = settingApplied
-		// set_config_option answers with the full list: keep it, later settings resolve against it.
-		if opts := acp.ParseConfigOptions(object(raw)["configOptions"]); opts != nil && st != nil {
-			st.ConfigOptions = opts
-		}
-		return res, nil
+		return res, acp.ParseConfigOptions(object(raw)["configOptions"]), nil
 	case errors.As(err, &rpc):
 		res.Status, res.Error = settingFailed, rpc.Message
-		return res, nil
+		return res, nil, nil
 	default:
-		return res, fmt.Errorf("%s %s: %w", call.method, setting, err)
+		return res, nil, fmt.Errorf("%s %s: %w", call.method, setting, err)
 	}
 }
 
-// applySettings applies the wanted values in order: model, permission mode, effort.
+// applySettings applies the wanted values in order: model, permission mode, effort. A
+// set_config_option answer carries the full option list (a model may change the effort levels
+// on offer), so later settings resolve against it.
 func applySettings(ctx context.Context, agent caller, st *acp.SessionState, sessionID string, want agentSettings) ([]settingResult, error) {
 	var out []settingResult
+	cur := &acp.SessionState{}
+	if st != nil {
+		c := *st
+		cur = &c
+	}
 	for _, s := range []struct{ name, value string }{{settingModel, want.Model}, {settingMode, want.Mode}, {settingEffort, want.Effort}} {
 		if s.value == "" {
 			continue
 		}
-		res, err := applySetting(ctx, agent, st, sessionID, s.name, s.value)
+		res, opts, err := applySettingState(ctx, agent, cur, sessionID, s.name, s.value)
 		if err != nil {
 			return out, err
+		}
+		if opts != nil {
+			cur.ConfigOptions = opts
 		}
 		out = append(out, res)
 	}

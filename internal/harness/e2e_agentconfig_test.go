@@ -92,3 +92,61 @@ func TestUnknownPermissionModeIsAStartupError(t *testing.T) {
 		t.Fatalf("output does not name the flag and value:\n%s", out)
 	}
 }
+
+func TestOwnerModelAndModeSwitchTheThreadsSessionAndAnswerWithRows(t *testing.T) {
+	s := newStack(t)
+	s.start(nil, "TESTAGENT_SESSION_STATE="+settingsState)
+	first := s.mention(s.ownerSK, "hi")
+	s.waitReply(first.ID)
+	s.waitLog("turn done", 20*time.Second)
+
+	out := s.waitOutcome(s.mention(s.ownerSK, "!model sonnet", replyTo(first.ID)).ID)
+	if out["type"] != "model_set" || out["status"] != "applied" || out["method"] != "session/set_config_option" || out["actor"] != s.ownerPK || out["target"] != s.agentPK {
+		t.Fatalf("!model sonnet: %v", out)
+	}
+	out = s.waitOutcome(s.mention(s.ownerSK, "@bot !mode plan", replyTo(first.ID)).ID)
+	if out["type"] != "mode_set" || out["status"] != "applied" || out["method"] != "session/set_mode" {
+		t.Fatalf("!mode plan: %v", out)
+	}
+	out = s.waitOutcome(s.mention(s.ownerSK, "!model gpt-9", replyTo(first.ID)).ID)
+	if out["status"] != "unsupported_value" || !strings.Contains(out["message"].(string), "opus, sonnet") {
+		t.Fatalf("!model gpt-9: %v", out)
+	}
+	want := []string{"session/set_config_option model=sonnet", "session/set_mode plan"}
+	if got := s.setCalls(); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("set calls %q, want %q (an unknown model is never sent)", got, want)
+	}
+	if n := len(s.methods("session/prompt")); n != 1 {
+		t.Fatalf("%d prompts: owner commands must not reach the agent as prompts", n)
+	}
+
+}
+
+func TestOwnerModeInAThreadWithoutSessionAppliesWhenItOpens(t *testing.T) {
+	s := newStack(t)
+	s.start(nil, "TESTAGENT_SESSION_STATE="+settingsState)
+	root := s.mention(s.ownerSK, "first thread")
+	s.waitReply(root.ID)
+	// A new top-level message starts its own thread: "!mode" there has no session yet.
+	cmd := s.mention(s.ownerSK, "!mode plan")
+	if out := s.waitOutcome(cmd.ID); out["status"] != "pending" {
+		t.Fatalf("!mode in a thread without a session: %v", out)
+	}
+	s.mention(s.ownerSK, "go", replyTo(cmd.ID))
+	s.waitRecorded("session/set_mode", 1)
+	if got := s.setCalls(); len(got) != 1 || got[0] != "session/set_mode plan" {
+		t.Fatalf("set calls %q", got)
+	}
+}
+
+func TestOwnerModelOnAnAgentWithoutModelsSaysSo(t *testing.T) {
+	s := newStack(t)
+	s.start(nil)
+	first := s.mention(s.ownerSK, "hi")
+	s.waitReply(first.ID)
+	s.waitLog("turn done", 20*time.Second)
+	out := s.waitOutcome(s.mention(s.ownerSK, "!model sonnet", replyTo(first.ID)).ID)
+	if out["status"] != "unsupported_agent" || out["message"] != "the agent offers no way to change its model" {
+		t.Fatalf("outcome %v", out)
+	}
+}

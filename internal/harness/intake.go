@@ -33,6 +33,11 @@ func (h *Harness) handleEvent(ctx context.Context, ev *nostr.Event) {
 		h.ownerCommand(ctx, cmd, c, ev)
 		return
 	}
+	if setting, value, ok := ParseOwnerSetting(ev, h.cfg.Owner, h.agent); ok {
+		h.skip(ev)
+		h.ownerSetting(ctx, setting, value, c, ev)
+		return
+	}
 	if !h.gate.Allows(ev.PubKey, c.Type) {
 		h.skip(ev)
 		h.log.Debug("author gate dropped event", "event", ev.ID, "author", ev.PubKey, "channel", chID)
