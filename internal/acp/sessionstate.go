@@ -18,12 +18,12 @@ type SessionState struct {
 // ConfigOption is one configOptions entry. Options holds the selectable values, option groups
 // flattened (ACP nests values one level under {group, name, options}).
 type ConfigOption struct {
-	ID           string
-	Name         string
-	Category     string
-	Type         string
-	CurrentValue string
-	Options      []ConfigValue
+	ID           string        `json:"id"`
+	Name         string        `json:"name"`
+	Category     string        `json:"category,omitempty"`
+	Type         string        `json:"type,omitempty"`
+	CurrentValue string        `json:"currentValue,omitempty"`
+	Options      []ConfigValue `json:"options"`
 }
 
 // ConfigValue is one selectable value of a config option.

@@ -180,6 +180,7 @@ func Command() *cobra.Command {
 	f.String(&o.permissionMode, "permission-mode", "BUZZ_ACP_PERMISSION_MODE", "", "permission mode for every session, if the agent offers it: default, auto, acceptEdits, bypassPermissions, dontAsk, plan (kebab-case accepted; default: the agent's own)")
 	f.String(&o.effortLevel, "effort-level", "BUZZ_ACP_EFFORT_LEVEL", "", "effort (thought level) for every session, e.g. low, medium, high, if the agent offers it")
 	f.String(&o.logLevel, "log-level", "BUZZ_ACP_LOG_LEVEL", "info", "debug, info, warn or error")
+	cmd.AddCommand(modelsCommand(), authMethodsCommand(), authenticateCommand())
 	cmd.MarkFlagsMutuallyExclusive("system-prompt", "system-prompt-file")
 	cmd.MarkFlagsMutuallyExclusive("heartbeat-prompt", "heartbeat-prompt-file")
 	cmd.MarkFlagsMutuallyExclusive("base-prompt-file", "no-base-prompt")
