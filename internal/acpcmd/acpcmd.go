@@ -76,6 +76,7 @@ type options struct {
 	selfAgent                                      bool
 	mcpCommand, mcpServers                         string
 	model, permissionMode, effortLevel             string
+	permissionTimeout                              int
 	channelAddPolicy, authTag                      string
 }
 
@@ -145,7 +146,8 @@ func Command() *cobra.Command {
 	f.Int(&o.initTimeout, "agent-init-timeout", "BUZZ_ACP_AGENT_INIT_TIMEOUT", 60, "seconds an agent may take to answer initialize before it is killed and respawned")
 	f.Int(&o.idleTimeout, "idle-timeout", "BUZZ_ACP_IDLE_TIMEOUT", 620, "seconds without agent output before a turn is cancelled")
 	f.Int(&o.maxTurnDuration, "max-turn-duration", "BUZZ_ACP_MAX_TURN_DURATION", 7200, "hard cap on one turn, seconds")
-	f.String(&o.permissions, "permissions", "BUZZ_ACP_PERMISSIONS", "allow", "answer agent permission requests: allow (allow_once) or deny (reject_once)")
+	f.String(&o.permissions, "permissions", "BUZZ_ACP_PERMISSIONS", "allow", "answer agent permission requests: allow (allow_once), deny (reject_once), or ask the owner in the thread")
+	f.Int(&o.permissionTimeout, "permission-timeout", "BUZZ_ACP_PERMISSION_TIMEOUT", 600, "with --permissions ask: seconds to wait for the owner before picking the reject option")
 	f.String(&o.respondTo, "respond-to", "BUZZ_ACP_RESPOND_TO", "owner-only", "whose mentions to answer: owner-only, allowlist, anyone, nobody")
 	f.String(&o.allowlist, "respond-to-allowlist", "BUZZ_ACP_RESPOND_TO_ALLOWLIST", "", "pubkeys (comma-separated) for --respond-to allowlist")
 	f.String(&o.kinds, "kinds", "BUZZ_ACP_KINDS", DefaultKinds, "event kinds to subscribe to, comma-separated")
@@ -209,6 +211,8 @@ func (o *options) config(stderr io.Writer) (harness.Config, func(), error) {
 		IdleTimeout:                   secs(o.idleTimeout, 1),
 		MaxTurnDuration:               secs(o.maxTurnDuration, 60),
 		PermissionsDeny:               o.permissions == "deny",
+		PermissionsAsk:                o.permissions == "ask",
+		PermissionTimeout:             secs(o.permissionTimeout, 1),
 		MaxTurnsPerSession:            o.maxTurnsPerSession,
 		RespondTo:                     harness.RespondTo(o.respondTo),
 		NoMentionFilter:               o.noMentionFilter,
@@ -246,8 +250,8 @@ func (o *options) config(stderr io.Writer) (harness.Config, func(), error) {
 	if len(relays) > 2 {
 		cfg.RelayURLs = relays[:len(relays)-1]
 	}
-	if o.permissions != "allow" && o.permissions != "deny" {
-		return cfg, noop, fmt.Errorf("--permissions must be allow or deny, got %q", o.permissions)
+	if o.permissions != "allow" && o.permissions != "deny" && o.permissions != "ask" {
+		return cfg, noop, fmt.Errorf("--permissions must be allow, deny or ask, got %q", o.permissions)
 	}
 	if o.owner != "" {
 		if cfg.Owner, err = protocol.ParsePubkey(o.owner); err != nil {

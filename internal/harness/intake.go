@@ -38,6 +38,10 @@ func (h *Harness) handleEvent(ctx context.Context, ev *nostr.Event) {
 		h.ownerSetting(ctx, setting, value, c, ev)
 		return
 	}
+	if ev.PubKey == h.cfg.Owner && ev.Kind == protocol.KindStreamMessage && h.asker.answer(ev, h.scopeOf(c, ev)) {
+		h.skip(ev) // the owner answered a permission question (--permissions ask)
+		return
+	}
 	if !h.gate.Allows(ev.PubKey, c.Type) {
 		h.skip(ev)
 		h.log.Debug("author gate dropped event", "event", ev.ID, "author", ev.PubKey, "channel", chID)
