@@ -119,3 +119,24 @@ func TestAskNeedsAnOwner(t *testing.T) {
 		t.Fatalf("output:\n%s", out)
 	}
 }
+
+func TestHarnessKilledWhileAskingTellsTheThreadAndDoesNotRunTheTurnAgain(t *testing.T) {
+	s := newStack(t)
+	args := []string{"--permissions", "ask"}
+	s.start(args, "TESTAGENT_PERMISSION=1")
+	m := s.mention(s.ownerSK, "deploy it")
+	q := s.waitQuestion(m.ID)
+	s.kill()
+	s.start(args, "TESTAGENT_PERMISSION=1")
+	notice := s.waitNewReply(m.ID, q)
+	if !strings.Contains(notice.Content, "restarted while waiting for your answer about buzz messages send") || !protocol.Mentioned(notice.Tags, s.ownerPK) {
+		t.Fatalf("notice %q (tags %v)", notice.Content, notice.Tags)
+	}
+	// The next mention is the next prompt: the cancelled turn was not run again.
+	next := s.mention(s.ownerSK, "something else")
+	s.waitQuestion(next.ID)
+	prompts := s.prompts()
+	if len(prompts) != 2 || strings.Contains(prompts[1], "Event ID: "+m.ID) {
+		t.Fatalf("%d prompts; the second must be the new mention only", len(prompts))
+	}
+}

@@ -170,6 +170,7 @@ func (h *Harness) Run(ctx context.Context) error {
 		Since: ptrTS(since),
 	})
 	h.pool.reapOrphans()
+	h.asker.recover(ctx) // before the replay: a turn that died asking the owner is not run again
 	h.replayJournal(ctx)
 	h.log.Info("buzz-acp ready", "agent", h.agent, "channels", len(h.channels), "relay", h.cfg.RelayURL)
 	h.pool.startAll(ctx)

@@ -3,7 +3,10 @@ package harness
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,6 +15,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/buzz-harness/buzz/internal/acp"
+	"github.com/buzz-harness/buzz/internal/atomicfile"
 	"github.com/buzz-harness/buzz/internal/observer"
 	"github.com/buzz-harness/buzz/internal/protocol"
 )
@@ -30,8 +34,26 @@ type permAsker struct {
 	h *Harness
 
 	mu      sync.Mutex
-	turns   map[string]turnInput     // ACP session id → the turn prompting it
+	turns   map[string]trackedTurn   // ACP session id → the turn prompting it
 	waiting map[scopeKey][]*permWait // open questions per conversation, oldest first
+	// pending is every open question as written to file, so a harness that dies while one waits
+	// can, on its next start, tell the thread the turn was cancelled (and not run it again).
+	pending map[*permWait]pendingQuestion
+	file    string
+}
+
+type trackedTurn struct {
+	ctx context.Context // the turn's: its cause says whether the harness is shutting down
+	in  turnInput
+}
+
+// pendingQuestion is one open question on disk.
+type pendingQuestion struct {
+	Channel string   `json:"channel"`
+	Root    string   `json:"root"`  // the thread
+	Reply   string   `json:"reply"` // the event the question answered under
+	Tool    string   `json:"tool"`
+	Events  []string `json:"events"` // the turn's batch
 }
 
 type permWait struct {
@@ -51,13 +73,14 @@ func (h *Harness) permissionFunc() func(context.Context, acp.PermissionRequest) 
 }
 
 func newPermAsker(h *Harness) *permAsker {
-	return &permAsker{h: h, turns: map[string]turnInput{}, waiting: map[scopeKey][]*permWait{}}
+	return &permAsker{h: h, turns: map[string]trackedTurn{}, waiting: map[scopeKey][]*permWait{},
+		pending: map[*permWait]pendingQuestion{}, file: filepath.Join(h.cfg.StateDir, "permissions-"+h.agent+".json")}
 }
 
 // track ties a session to the turn prompting it until the returned func is called.
-func (p *permAsker) track(sessionID string, in turnInput) func() {
+func (p *permAsker) track(ctx context.Context, sessionID string, in turnInput) func() {
 	p.mu.Lock()
-	p.turns[sessionID] = in
+	p.turns[sessionID] = trackedTurn{ctx, in}
 	p.mu.Unlock()
 	return func() {
 		p.mu.Lock()
@@ -69,8 +92,9 @@ func (p *permAsker) track(sessionID string, in turnInput) func() {
 // ask is the ACP client's PermissionFunc.
 func (p *permAsker) ask(ctx context.Context, req acp.PermissionRequest) (string, error) {
 	p.mu.Lock()
-	in, ok := p.turns[req.SessionID]
+	t, ok := p.turns[req.SessionID]
 	p.mu.Unlock()
+	in := t.in
 	tool := describeToolCall(req.ToolCall)
 	if !ok || in.batch == nil || len(req.Options) == 0 {
 		// Not a channel turn (a heartbeat, an initial message): nobody to ask, so no.
@@ -78,10 +102,18 @@ func (p *permAsker) ask(ctx context.Context, req acp.PermissionRequest) (string,
 	}
 	h := p.h
 	w := &permWait{opts: req.Options, answer: make(chan permChoice, 1)}
+	last := in.batch.Last()
+	root := protocol.ParseThread(last.Tags).Root
+	if root == "" {
+		root = last.ID
+	}
 	p.mu.Lock()
 	p.waiting[in.scope] = append(p.waiting[in.scope], w)
+	p.pending[w] = pendingQuestion{Channel: in.channel.ID, Root: root, Reply: last.ID, Tool: tool.title, Events: in.batch.IDs()}
+	p.save()
 	p.mu.Unlock()
-	defer p.forget(in.scope, w)
+	keep := false // a question cut short by shutdown stays on file for the next start to report
+	defer func() { p.forget(in.scope, w, keep) }()
 
 	h.emit(in, observer.AgentUpdate{Kind: "permission_request", ToolCallID: tool.id, Title: tool.title, Text: clip(tool.input), Status: "asked"})
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -97,6 +129,7 @@ func (p *permAsker) ask(ctx context.Context, req acp.PermissionRequest) (string,
 		choice = permChoice{optionID: rejectOption(req.Options), decider: "timeout"}
 	case <-ctx.Done():
 		choice = permChoice{decider: "cancelled"}
+		keep = errors.Is(context.Cause(t.ctx), errShutdown)
 	}
 	status := "cancelled"
 	for _, o := range req.Options {
@@ -109,9 +142,13 @@ func (p *permAsker) ask(ctx context.Context, req acp.PermissionRequest) (string,
 	return choice.optionID, nil
 }
 
-func (p *permAsker) forget(k scopeKey, w *permWait) {
+func (p *permAsker) forget(k scopeKey, w *permWait, keepOnFile bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if !keepOnFile {
+		delete(p.pending, w)
+		p.save()
+	}
 	ws := p.waiting[k]
 	for i, x := range ws {
 		if x == w {
@@ -225,4 +262,52 @@ func (p *permAsker) question(in turnInput, tool toolCall, opts []acp.PermissionO
 	tags = append(tags, threadTags(in.batch.Last())...)
 	tags = append(tags, nostr.Tag{"p", h.cfg.Owner})
 	return &nostr.Event{Kind: protocol.KindStreamMessage, Content: b.String(), Tags: tags, CreatedAt: nostr.Now()}
+}
+
+// save writes the open questions (callers hold p.mu); failures are logged: the file only
+// improves what the thread is told after a crash.
+func (p *permAsker) save() {
+	list := make([]pendingQuestion, 0, len(p.pending))
+	for _, q := range p.pending {
+		list = append(list, q)
+	}
+	if len(list) == 0 {
+		if err := os.Remove(p.file); err != nil && !os.IsNotExist(err) {
+			p.h.log.Warn("permission questions file", "err", err)
+		}
+		return
+	}
+	b, _ := json.Marshal(list)
+	if err := atomicfile.WriteFile(p.file, b, 0o600); err != nil {
+		p.h.log.Warn("permission questions file", "err", err)
+	}
+}
+
+// recover runs at start, before the journal is replayed: a question left open by the previous
+// run means its turn died waiting for the owner. The thread is told, and the turn's events are
+// closed rather than run again (the owner never agreed to what the agent wanted to do).
+func (p *permAsker) recover(ctx context.Context) {
+	b, err := os.ReadFile(p.file)
+	if err != nil {
+		return
+	}
+	var list []pendingQuestion
+	if err := json.Unmarshal(b, &list); err != nil {
+		p.h.log.Warn("permission questions file unreadable; ignoring it", "err", err)
+	}
+	for _, q := range list {
+		p.h.log.Warn("a permission question was open when the harness stopped; its turn is cancelled", "channel", q.Channel, "tool", q.Tool)
+		p.h.done(q.Events...)
+		tags := nostr.Tags{{"h", q.Channel}}
+		tags = append(tags, protocol.ReplyTags(q.Root, q.Reply)...)
+		tags = append(tags, nostr.Tag{"p", p.h.cfg.Owner})
+		ev := &nostr.Event{Kind: protocol.KindStreamMessage, CreatedAt: nostr.Now(), Tags: tags,
+			Content: fmt.Sprintf("nostr:%s I restarted while waiting for your answer about %s, so that turn was cancelled. Mention me again to retry.", protocol.Npub(p.h.cfg.Owner), q.Tool)}
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		p.h.relay.publish(pctx, ev)
+		cancel()
+	}
+	if err := os.Remove(p.file); err != nil && !os.IsNotExist(err) {
+		p.h.log.Warn("permission questions file", "err", err)
+	}
 }
