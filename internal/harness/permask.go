@@ -95,6 +95,9 @@ func (p *permAsker) ask(ctx context.Context, req acp.PermissionRequest) (string,
 	t, ok := p.turns[req.SessionID]
 	p.mu.Unlock()
 	in := t.in
+	if in.session == nil || in.session.ID != req.SessionID {
+		in.session = &chanSession{ID: req.SessionID} // the feed places the events in the session
+	}
 	tool := describeToolCall(req.ToolCall)
 	if !ok || in.batch == nil || len(req.Options) == 0 {
 		// Not a channel turn (a heartbeat, an initial message): nobody to ask, so no.
