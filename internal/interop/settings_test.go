@@ -5,6 +5,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/buzz-harness/buzz/internal/protocol"
 )
 
 // answers pairs each request buzz-acp sent with method to the agent's result (nil if it
@@ -74,4 +78,47 @@ func TestClaudeAgentACP0101TakesModelAndPermissionModeFromFlags(t *testing.T) {
 			t.Fatalf("main model request for model %q, want a sonnet model", r.Model)
 		}
 	}
+}
+
+// waitAgentMessage waits for the agent's kind-9 message referencing id whose content matches.
+func (s *stack) waitAgentMessage(id, what string, match func(string) bool, timeout time.Duration) nostr.Event {
+	s.t.Helper()
+	f := nostr.Filter{Kinds: []int{9}, Authors: []string{s.agentPK}, Tags: nostr.TagMap{"e": {id}}}
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		for _, ev := range s.relay.Query(s.t, s.ownerSK, f) {
+			if match(ev.Content) {
+				return ev
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	s.t.Fatalf("no agent message (%s) under %s within %v; buzz-acp output:\n%s", what, id, timeout, s.logs.String())
+	return nostr.Event{}
+}
+
+// TestClaudeAgentACP0101AsksTheOwnerInTheThreadAndRunsTheToolOnTheAnswer: with --permissions ask
+// the adapter's request for Bash becomes a question in the thread, and the owner's answer lets
+// the tool run (the reply it posts is the proof).
+func TestClaudeAgentACP0101AsksTheOwnerInTheThreadAndRunsTheToolOnTheAnswer(t *testing.T) {
+	node, script := claudeACP.command(t)
+	m := startAnthropic(t, nil)
+	s := newStack(t)
+	t.Cleanup(func() { dumpOnFailure(t, s, m.Requests()) })
+	s.start(node, []string{script}, append(claudeEnv(m), "BUZZ_ACP_PERMISSION_MODE=default", "BUZZ_ACP_PERMISSIONS=ask", "BUZZ_ACP_PERMISSION_TIMEOUT=50")...)
+
+	mention := s.mention("ping")
+	q := s.waitAgentMessage(mention.ID, "the question", func(c string) bool { return strings.Contains(c, "permission needed") }, 90*time.Second)
+	if !protocol.Mentioned(q.Tags, mustPub(t, s.ownerSK)) || !strings.Contains(q.Content, "1. ") {
+		t.Fatalf("question %q does not mention the owner or list options", q.Content)
+	}
+	for _, ev := range s.relay.Query(t, s.ownerSK, nostr.Filter{Kinds: []int{9}, Authors: []string{s.agentPK}}) {
+		if ev.Content == "pong" {
+			t.Fatal("the tool ran before the owner answered")
+		}
+	}
+	s.mention("allow_once") // the owner's answer, by the option's kind (one conversation per channel here)
+	s.waitAgentMessage(mention.ID, "the reply pong", func(c string) bool { return c == "pong" }, 90*time.Second)
+	s.waitTurns(1, 30*time.Second)
+	checkPermissionAllowed(t, s.acpLines(s.activity))
 }
