@@ -2,8 +2,10 @@ package harness_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -138,5 +140,24 @@ func TestHarnessKilledWhileAskingTellsTheThreadAndDoesNotRunTheTurnAgain(t *test
 	prompts := s.prompts()
 	if len(prompts) != 2 || strings.Contains(prompts[1], "Event ID: "+m.ID) {
 		t.Fatalf("%d prompts; the second must be the new mention only", len(prompts))
+	}
+}
+
+func TestAgentDyingWhileAskingRetriesTheTurnAndAsksAgain(t *testing.T) {
+	s := newStack(t)
+	s.start([]string{"--permissions", "ask"}, "TESTAGENT_PERMISSION=1")
+	m := s.mention(s.ownerSK, "deploy it")
+	q := s.waitQuestion(m.ID)
+	var pid int
+	if _, err := fmt.Sscanf(s.logs.String()[strings.Index(s.logs.String(), "testagent: started pid "):], "testagent: started pid %d", &pid); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// The question in the thread is not the turn's reply: the batch is retried on a new agent.
+	again := s.waitNewReply(m.ID, q)
+	if !strings.Contains(again.Content, "permission needed") {
+		t.Fatalf("after the agent died the thread got %q, want the question asked again", again.Content)
 	}
 }
