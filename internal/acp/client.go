@@ -224,29 +224,22 @@ func (p SessionParams) wire(needID bool) (SessionSetupParams, error) {
 
 // NewSession creates a session and returns its id.
 func (c *Client) NewSession(ctx context.Context, p SessionParams) (string, error) {
-	w, err := p.wire(false)
-	if err != nil {
-		return "", err
-	}
-	var res struct {
-		SessionID json.RawMessage `json:"sessionId"`
-	}
-	if err := c.Call(ctx, "session/new", w, &res); err != nil {
-		return "", err
-	}
-	id := str(res.SessionID)
-	if id == "" {
-		return "", errors.New("acp: session/new result has no sessionId")
-	}
-	return id, nil
+	id, _, err := c.NewSessionState(ctx, p)
+	return id, err
 }
 
 // LoadSession reattaches a session; updates the agent replays before answering are delivered with
 // Replay set, and all of them have been delivered when LoadSession returns.
 func (c *Client) LoadSession(ctx context.Context, p SessionParams) error {
+	_, err := c.LoadSessionState(ctx, p)
+	return err
+}
+
+// LoadSessionState is LoadSession returning the session's reported settings as well.
+func (c *Client) LoadSessionState(ctx context.Context, p SessionParams) (*SessionState, error) {
 	w, err := p.wire(true)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()
@@ -257,16 +250,30 @@ func (c *Client) LoadSession(ctx context.Context, p SessionParams) error {
 	c.loading[p.SessionID]++
 	c.mu.Unlock()
 	defer c.responseRead(id) // no-op if the answer already closed the window
-	return c.wrap(c.conn.call(ctx, id, "session/load", w, nil))
+	var raw json.RawMessage
+	if err := c.wrap(c.conn.call(ctx, id, "session/load", w, &raw)); err != nil {
+		return nil, err
+	}
+	return ParseSessionState(raw), nil
 }
 
 // ResumeSession reattaches a session without replay.
 func (c *Client) ResumeSession(ctx context.Context, p SessionParams) error {
+	_, err := c.ResumeSessionState(ctx, p)
+	return err
+}
+
+// ResumeSessionState is ResumeSession returning the session's reported settings as well.
+func (c *Client) ResumeSessionState(ctx context.Context, p SessionParams) (*SessionState, error) {
 	w, err := p.wire(true)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return c.Call(ctx, "session/resume", w, nil)
+	var raw json.RawMessage
+	if err := c.Call(ctx, "session/resume", w, &raw); err != nil {
+		return nil, err
+	}
+	return ParseSessionState(raw), nil
 }
 
 // PromptOptions bound a prompt turn. Zero durations disable the idle/hard limits; CancelGrace

@@ -76,6 +76,8 @@ type options struct {
 	activityLog, activityAddr, logLevel            string
 	selfAgent                                      bool
 	mcpCommand, mcpServers                         string
+	model, permissionMode, effortLevel             string
+	permissionTimeout                              int
 	channelAddPolicy, authTag                      string
 	lease                                          string
 }
@@ -174,7 +176,8 @@ func Command() *cobra.Command {
 	f.Int(&o.initTimeout, "agent-init-timeout", "BUZZ_ACP_AGENT_INIT_TIMEOUT", 60, "seconds an agent may take to answer initialize before it is killed and respawned")
 	f.Int(&o.idleTimeout, "idle-timeout", "BUZZ_ACP_IDLE_TIMEOUT", 620, "seconds without agent output before a turn is cancelled")
 	f.Int(&o.maxTurnDuration, "max-turn-duration", "BUZZ_ACP_MAX_TURN_DURATION", 7200, "hard cap on one turn, seconds")
-	f.String(&o.permissions, "permissions", "BUZZ_ACP_PERMISSIONS", "allow", "answer agent permission requests: allow (allow_once) or deny (reject_once)")
+	f.String(&o.permissions, "permissions", "BUZZ_ACP_PERMISSIONS", "allow", "answer agent permission requests: allow (allow_once), deny (reject_once), or ask the owner in the thread")
+	f.Int(&o.permissionTimeout, "permission-timeout", "BUZZ_ACP_PERMISSION_TIMEOUT", 600, "with --permissions ask: seconds to wait for the owner before picking the reject option")
 	f.String(&o.respondTo, "respond-to", "BUZZ_ACP_RESPOND_TO", "owner-only", "whose mentions to answer: owner-only, allowlist, anyone, nobody")
 	f.String(&o.allowlist, "respond-to-allowlist", "BUZZ_ACP_RESPOND_TO_ALLOWLIST", "", "pubkeys (comma-separated) for --respond-to allowlist")
 	f.String(&o.kinds, "kinds", "BUZZ_ACP_KINDS", DefaultKinds, "event kinds to subscribe to, comma-separated")
@@ -208,7 +211,11 @@ func Command() *cobra.Command {
 	f.String(&o.mcpCommand, "mcp-command", "BUZZ_ACP_MCP_COMMAND", "", "MCP server (stdio) every session gets, handed the agent's relay URL, key and BUZZ_AUTH_TAG")
 	f.String(&o.mcpServers, "mcp-servers", "BUZZ_ACP_MCP_SERVERS", "", "JSON file of more stdio MCP servers for every session (see README)")
 	f.String(&o.lease, "lease", "BUZZ_ACP_LEASE", "", "hold the agent's lease in PostgreSQL (postgres://…) instead of a local lock file: a second buzz-acp with the same --lease waits as a standby and takes over when the holder dies")
+	f.String(&o.model, "model", "BUZZ_ACP_MODEL", "", "model id to switch every session to, if the agent offers it (default: the agent's own)")
+	f.String(&o.permissionMode, "permission-mode", "BUZZ_ACP_PERMISSION_MODE", "", "permission mode for every session, if the agent offers it: default, auto, acceptEdits, bypassPermissions, dontAsk, plan (kebab-case accepted; default: the agent's own)")
+	f.String(&o.effortLevel, "effort-level", "BUZZ_ACP_EFFORT_LEVEL", "", "effort (thought level) for every session, e.g. low, medium, high, if the agent offers it")
 	f.String(&o.logLevel, "log-level", "BUZZ_ACP_LOG_LEVEL", "info", "debug, info, warn or error")
+	cmd.AddCommand(modelsCommand(), authMethodsCommand(), authenticateCommand())
 	cmd.MarkFlagsMutuallyExclusive("system-prompt", "system-prompt-file")
 	cmd.MarkFlagsMutuallyExclusive("heartbeat-prompt", "heartbeat-prompt-file")
 	cmd.MarkFlagsMutuallyExclusive("base-prompt-file", "no-base-prompt")
@@ -237,6 +244,8 @@ func (o *options) config(stderr io.Writer) (harness.Config, func(), error) {
 		IdleTimeout:                   secs(o.idleTimeout, 1),
 		MaxTurnDuration:               secs(o.maxTurnDuration, 60),
 		PermissionsDeny:               o.permissions == "deny",
+		PermissionsAsk:                o.permissions == "ask",
+		PermissionTimeout:             secs(o.permissionTimeout, 1),
 		MaxTurnsPerSession:            o.maxTurnsPerSession,
 		RespondTo:                     harness.RespondTo(o.respondTo),
 		NoMentionFilter:               o.noMentionFilter,
@@ -259,6 +268,14 @@ func (o *options) config(stderr io.Writer) (harness.Config, func(), error) {
 		Version:                       Version,
 		BuzzCLIDir:                    harness.BuzzCLIDir(),
 		MCPCommand:                    o.mcpCommand,
+		Model:                         strings.TrimSpace(o.model),
+		PermissionMode:                strings.TrimSpace(o.permissionMode),
+		EffortLevel:                   strings.TrimSpace(o.effortLevel),
+	}
+	if cfg.PermissionMode != "" {
+		if cfg.PermissionMode, err = harness.PermissionModeWire(cfg.PermissionMode); err != nil {
+			return cfg, noop, fmt.Errorf("--permission-mode: %w", err)
+		}
 	}
 	if o.mcpServers != "" {
 		if cfg.MCPServers, err = mcpconfig.Load(o.mcpServers); err != nil {
@@ -268,8 +285,8 @@ func (o *options) config(stderr io.Writer) (harness.Config, func(), error) {
 	if len(relays) > 2 {
 		cfg.RelayURLs = relays[:len(relays)-1]
 	}
-	if o.permissions != "allow" && o.permissions != "deny" {
-		return cfg, noop, fmt.Errorf("--permissions must be allow or deny, got %q", o.permissions)
+	if o.permissions != "allow" && o.permissions != "deny" && o.permissions != "ask" {
+		return cfg, noop, fmt.Errorf("--permissions must be allow, deny or ask, got %q", o.permissions)
 	}
 	if o.owner != "" {
 		if cfg.Owner, err = protocol.ParsePubkey(o.owner); err != nil {

@@ -9,6 +9,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
+
+	"github.com/buzz-harness/buzz/internal/client"
+	"github.com/buzz-harness/buzz/internal/protocol/engram"
 )
 
 // buzz mcp serves a few CLI commands as MCP tools over stdio. Each tool calls the same function as
@@ -45,6 +48,21 @@ type mcpReactInput struct {
 	Emoji string `json:"emoji,omitempty" jsonschema:"reaction emoji or +/- (default +)"`
 }
 
+type mcpSearchInput struct {
+	Query   string `json:"query" jsonschema:"words to search message text for (at most 16 words, 256 bytes)"`
+	Channel string `json:"channel,omitempty" jsonschema:"channel UUID to search in (default: every channel you can read)"`
+	Limit   int    `json:"limit,omitempty" jsonschema:"maximum messages, 1-100 (default 20)"`
+}
+
+type mcpMemGetInput struct {
+	Slug string `json:"slug,omitempty" jsonschema:"memory slug (default core, the core profile loaded into every session)"`
+}
+
+type mcpMemSetInput struct {
+	Slug  string `json:"slug,omitempty" jsonschema:"memory slug (default core)"`
+	Value string `json:"value" jsonschema:"the whole new value"`
+}
+
 type mcpCanvasGetInput struct {
 	Channel string `json:"channel" jsonschema:"channel UUID"`
 }
@@ -57,7 +75,7 @@ type mcpCanvasSetInput struct {
 func (a *app) mcpCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "mcp",
-		Short: "Serve messages, threads, reactions and the canvas as MCP tools over stdio",
+		Short: "Serve messages, threads, reactions, search, the canvas and memory as MCP tools over stdio",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			t := &mcp.IOTransport{Reader: io.NopCloser(a.io.Stdin), Writer: nopWriteCloser{a.io.Stdout}}
@@ -104,7 +122,60 @@ func (a *app) mcpServer() *mcp.Server {
 		func(ctx context.Context, in mcpCanvasSetInput) (any, error) {
 			return tools.canvasSet(ctx, in.Channel, in.Content)
 		})
+	addTool(s, "search_messages", "Search message text (NIP-50), best match first; same JSON as buzz messages search",
+		func(ctx context.Context, in mcpSearchInput) (any, error) {
+			return tools.search(ctx, searchOptions{query: in.Query, channel: in.Channel, limit: orDefault(in.Limit, 20)})
+		})
+	addTool(s, "get_memory", "Read one of your memories (default: core); same JSON as buzz mem get",
+		func(ctx context.Context, in mcpMemGetInput) (any, error) {
+			return tools.memGet(ctx, orCore(in.Slug))
+		})
+	addTool(s, "set_memory", "Write one of your memories (default: core); same JSON as buzz mem set",
+		func(ctx context.Context, in mcpMemSetInput) (any, error) {
+			return tools.memSet(ctx, orCore(in.Slug), in.Value)
+		})
 	return s
+}
+
+// memOwner is `buzz mem`'s owner for the agent's side: BUZZ_AGENT_OWNER, else the auth tag's.
+func (a *app) memOwner() memOpts {
+	return memOpts{owner: strings.TrimSpace(a.io.Env(OwnerEnv))}
+}
+
+func (a *app) memGet(ctx context.Context, slug string) (any, error) {
+	b, p, err := a.memPair(a.memOwner(), false)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := memHead(ctx, b, p, slug)
+	if err != nil {
+		return nil, err
+	}
+	return memValue{Slug: rec.Body.Slug, Value: rec.Body.Text, Hash: engram.Hash(rec.Body.Text),
+		EventID: rec.Event.ID, CreatedAt: int64(rec.Event.CreatedAt)}, nil
+}
+
+func (a *app) memSet(ctx context.Context, raw, value string) (any, error) {
+	slug, err := memSlug(raw)
+	if err != nil {
+		return nil, err
+	}
+	b, p, err := a.memPair(a.memOwner(), true)
+	if err != nil {
+		return nil, err
+	}
+	evs, err := b.Query(ctx, client.F(p.HeadFilter(slug))...)
+	if err != nil {
+		return nil, err
+	}
+	return memPublish(ctx, b, p, memBody(slug, value), latest(evs))
+}
+
+func orCore(slug string) string {
+	if strings.TrimSpace(slug) == "" {
+		return engram.CoreSlug
+	}
+	return slug
 }
 
 // addTool registers fn as a tool answering with the command's JSON as text; a command error

@@ -70,7 +70,7 @@ func TestMCPServerListsToolsAndItsSendIsReadByTheCLI(t *testing.T) {
 		names = append(names, tl.Name)
 	}
 	slices.Sort(names)
-	if want := []string{"add_reaction", "get_canvas", "get_messages", "get_thread", "send_message", "set_canvas"}; !slices.Equal(names, want) {
+	if want := []string{"add_reaction", "get_canvas", "get_memory", "get_messages", "get_thread", "search_messages", "send_message", "set_canvas", "set_memory"}; !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}
 
@@ -142,7 +142,53 @@ func TestBuzzRunAsBuzzMcpIsTheMCPServerWithoutArguments(t *testing.T) {
 	defer cancel()
 	cs := alice.mcpSessionOf(ctx, exec.Command(link)) // as buzz-acp's --mcp-command runs it: no args
 	tools, err := cs.ListTools(ctx, nil)
-	if err != nil || len(tools.Tools) != 6 {
+	if err != nil || len(tools.Tools) != 9 {
 		t.Fatalf("tools %+v, err %v", tools, err)
+	}
+}
+
+func TestMCPSearchFindsMessagesByTheirWords(t *testing.T) {
+	s := relaytest.Start(t)
+	alice := newUser(t, s.URL)
+	ch := alice.createChannel("search", false)
+	alice.ok(nil, "", "messages", "send", "--channel", ch, "--content", "the walrus deploy is green")
+	alice.ok(nil, "", "messages", "send", "--channel", ch, "--content", "lunch at noon")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cs := alice.mcpSession(ctx)
+	text, isErr := callTool(t, ctx, cs, "search_messages", map[string]any{"query": "walrus", "channel": ch})
+	var got []msg
+	if err := json.Unmarshal([]byte(text), &got); err != nil || isErr || len(got) != 1 || got[0].Content != "the walrus deploy is green" {
+		t.Fatalf("search_messages answered %s (error %v)", text, isErr)
+	}
+	if text, isErr := callTool(t, ctx, cs, "search_messages", map[string]any{"query": "  "}); !isErr || !strings.Contains(text, "needs --query") {
+		t.Fatalf("empty query answered %q (error %v)", text, isErr)
+	}
+}
+
+func TestMCPMemoryToolsReadAndWriteWhatBuzzMemSees(t *testing.T) {
+	s := relaytest.Start(t)
+	agent, owner := newUser(t, s.URL), newUser(t, s.URL)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	t.Setenv("BUZZ_AGENT_OWNER", owner.pk) // as buzz-acp sets it for its agents
+	cs := agent.mcpSession(ctx)
+	os.Unsetenv("BUZZ_AGENT_OWNER") // only the server has it; the CLI calls below name the owner or agent
+
+	text, isErr := callTool(t, ctx, cs, "set_memory", map[string]any{"value": "I am the release bot"})
+	if isErr || !strings.Contains(text, `"slug":"core"`) || !strings.Contains(text, `"accepted":true`) {
+		t.Fatalf("set_memory answered %s (error %v)", text, isErr)
+	}
+	var asOwner memValue
+	owner.ok(&asOwner, "", "mem", "get", "core", "--agent", agent.pk)
+	if asOwner.Value != "I am the release bot" {
+		t.Fatalf("the owner reads %+v", asOwner)
+	}
+	cli := agent.buzz("", "mem", "get", "core", "--owner", owner.pk)
+	if got, _ := callTool(t, ctx, cs, "get_memory", map[string]any{}); got != strings.TrimSpace(cli.stdout) {
+		t.Fatalf("get_memory\n got %s\nwant %s", got, cli.stdout)
+	}
+	if text, isErr := callTool(t, ctx, cs, "get_memory", map[string]any{"slug": "nothing"}); !isErr || !strings.HasPrefix(text, "not_found") {
+		t.Fatalf("unknown slug answered %q (error %v)", text, isErr)
 	}
 }

@@ -41,9 +41,9 @@ func toMessage(ev nostr.Event) message {
 }
 
 type searchOptions struct {
-	query, author string
-	since         int64
-	limit         int
+	query, author, channel string
+	since                  int64
+	limit                  int
 }
 
 func (a *app) searchCommand() *cobra.Command {
@@ -53,6 +53,7 @@ func (a *app) searchCommand() *cobra.Command {
 	})
 	cmd.Flags().StringVar(&o.query, "query", "", "words to search for")
 	cmd.Flags().StringVar(&o.author, "author", "", "only messages by this author: hex, npub or exact display name")
+	cmd.Flags().StringVar(&o.channel, "channel", "", "only this channel (UUID; default every channel you can read)")
 	cmd.Flags().Int64Var(&o.since, "since", 0, "only messages at or after this unix time")
 	cmd.Flags().IntVar(&o.limit, "limit", 20, "maximum results (max 100)")
 	return cmd
@@ -74,6 +75,13 @@ func (a *app) search(ctx context.Context, o searchOptions) (any, error) {
 		return nil, err
 	}
 	f := nostr.Filter{Kinds: searchKinds, Limit: o.limit, Search: q}
+	if o.channel != "" {
+		ch, err := channelArg(o.channel)
+		if err != nil {
+			return nil, err
+		}
+		f.Tags = nostr.TagMap{"h": {ch}}
+	}
 	if o.since > 0 {
 		f.Since = ts(nostr.Timestamp(o.since))
 	}

@@ -39,12 +39,19 @@ type Config struct {
 	Agents       int    // parallel agent processes, 1–32
 	BuzzCLIDir   string // directory holding the buzz CLI, put first on the agent's PATH
 
-	InitTimeout        time.Duration // how long an agent may take to answer initialize
-	IdleTimeout        time.Duration
-	MaxTurnDuration    time.Duration
-	CancelGrace        time.Duration
-	PermissionsDeny    bool
-	MaxTurnsPerSession int
+	InitTimeout     time.Duration // how long an agent may take to answer initialize
+	IdleTimeout     time.Duration
+	MaxTurnDuration time.Duration
+	CancelGrace     time.Duration
+	PermissionsDeny bool
+	// PermissionsAsk asks the owner in the thread (permask.go), waiting PermissionTimeout
+	// (default 10 min) before picking the reject option.
+	PermissionsAsk    bool
+	PermissionTimeout time.Duration
+	// Agent settings applied to every session once opened ("" = the agent's own): a model id,
+	// a permission mode (any spelling PermissionModeWire takes) and an effort level.
+	Model, PermissionMode, EffortLevel string
+	MaxTurnsPerSession                 int
 
 	RespondTo       RespondTo
 	Allowlist       map[string]bool
@@ -171,6 +178,23 @@ func (c *Config) Validate() error {
 	}
 	if c.AgentCwd == "" || !filepath.IsAbs(c.AgentCwd) {
 		return fmt.Errorf("--agent-cwd must be an absolute path, got %q", c.AgentCwd)
+	}
+	if c.PermissionsAsk && c.Owner == "" {
+		return errors.New("--permissions ask needs an owner to ask (--agent-owner)")
+	}
+	if c.PermissionTimeout <= 0 {
+		c.PermissionTimeout = DefaultPermissionTimeout
+	}
+	if c.PermissionsAsk && c.PermissionTimeout >= c.IdleTimeout {
+		// The agent is silent while it waits for the answer: the idle timeout would end the turn first.
+		return fmt.Errorf("--permission-timeout (%s) must be shorter than --idle-timeout (%s)", c.PermissionTimeout, c.IdleTimeout)
+	}
+	if c.PermissionMode != "" {
+		w, err := PermissionModeWire(c.PermissionMode)
+		if err != nil {
+			return fmt.Errorf("--permission-mode %w", err)
+		}
+		c.PermissionMode = w
 	}
 	if err := c.buildMCP(); err != nil {
 		return err

@@ -60,6 +60,7 @@ type Harness struct {
 	jrnl     *journal.Journal
 	sessions *sessionOpener
 	pool     *pool
+	asker    *permAsker // --permissions ask: questions to the owner in the thread
 	queue    *Queue
 	gate     Gate
 	ack      *acker
@@ -133,14 +134,16 @@ func New(cfg Config) (*Harness, error) {
 	}
 	h.relay = &relayClient{bridge: client.NewBridge(cfg.relays(), cfg.SecretKey), self: pk, cfg: &h.cfg, log: h.log, now: h.now}
 	h.ack = newAcker(&h.cfg, pk, h.relay.bridge, h.log, &h.tasks)
+	h.asker = newPermAsker(h)
 	h.sessions = &sessionOpener{cfg: &h.cfg, store: h.store, relay: h.relay, feed: h, log: h.log, now: h.now}
 	h.pool = &pool{
 		cfg: &h.cfg, log: h.log, now: h.now, tasks: &h.tasks,
 		client: acp.ClientConfig{
-			OnLine:        h.onLine,
-			OnUpdate:      h.onAgentUpdate,
-			Permissions:   permissionPolicy(&h.cfg),
-			ClientVersion: cfg.Version,
+			OnLine:         h.onLine,
+			OnUpdate:       h.onAgentUpdate,
+			Permissions:    permissionPolicy(&h.cfg),
+			PermissionFunc: h.permissionFunc(),
+			ClientVersion:  cfg.Version,
 		},
 		spawned: make(chan spawnResult, 64),
 		record:  agentsFile(cfg.StateDir, pk),
@@ -180,6 +183,7 @@ func (h *Harness) Run(ctx context.Context) error {
 		Since: ptrTS(since),
 	})
 	h.pool.reapOrphans()
+	h.asker.recover(ctx) // before the replay: a turn that died asking the owner is not run again
 	h.replayJournal(ctx)
 	h.log.Info("buzz-acp ready", "agent", h.agent, "channels", len(h.channels), "relay", h.cfg.RelayURL)
 	h.pool.startAll(ctx)

@@ -38,12 +38,15 @@ func (h *Harness) runHeartbeat(ctx context.Context, in turnInput) (r turnResult)
 			route = RouteUserMessage
 		}
 		spec := sessionSpec{route: route, system: standing.SystemPrompt(h.cfg.AgentCwd)}
-		id, err := in.proc.NewSession(ctx, h.sessions.params(spec))
+		id, state, err := in.proc.NewSessionState(ctx, h.sessions.params(spec))
 		if err != nil {
 			r.err = err
 			return r
 		}
-		sess = &chanSession{ID: id, Route: route, Delivered: map[string]bool{}}
+		sess = &chanSession{ID: id, Route: route, Delivered: map[string]bool{}, state: state}
+		if r.err = h.sessions.applyOnOpen(ctx, in.proc, scopeKey{}, sess); r.err != nil {
+			return r
+		}
 	}
 	r.session = sess
 	var withBase *prompt.Standing

@@ -33,6 +33,15 @@ func (h *Harness) handleEvent(ctx context.Context, ev *nostr.Event) {
 		h.ownerCommand(ctx, cmd, c, ev)
 		return
 	}
+	if setting, value, ok := ParseOwnerSetting(ev, h.cfg.Owner, h.agent); ok {
+		h.skip(ev)
+		h.ownerSetting(ctx, setting, value, c, ev)
+		return
+	}
+	if ev.PubKey == h.cfg.Owner && ev.Kind == protocol.KindStreamMessage && h.asker.answer(ev, h.scopeOf(c, ev)) {
+		h.skip(ev) // the owner answered a permission question (--permissions ask)
+		return
+	}
 	switch h.admit(ctx, c, ev) {
 	case gateDrop:
 		h.skip(ev)

@@ -330,6 +330,9 @@ func (rc *relayClient) answered(ctx context.Context, ch string, evs []*nostr.Eve
 		return false
 	}
 	for _, r := range got {
+		if isPermissionQuestion(r.Tags) {
+			continue // asking the owner is not answering the turn
+		}
 		for _, t := range r.Tags {
 			if len(t) >= 2 && t[0] == "e" && refs[t[1]] {
 				return true

@@ -29,6 +29,10 @@ type chanSession struct {
 	// briefing on the user-message route so the relay is not asked twice.
 	opening *prompt.Standing
 	usage   sessionUsage // turn-metric bookkeeping (metrics.go)
+	// state is what the agent reported about the session's settings when it was opened (config
+	// options, modes, models): --model, --permission-mode and the owner's !model / !mode resolve
+	// against it.
+	state *acp.SessionState
 }
 
 // errResumeLost: resuming the remembered session failed indeterminately (timeout, agent exit).
@@ -55,6 +59,7 @@ type sessionOpener struct {
 	feed  sessionFeed
 	log   *slog.Logger
 	now   func() time.Time
+	owner ownerSettings // !model / !mode choices per conversation
 }
 
 // sessionSpec is what decides a session's parameters.
@@ -68,10 +73,9 @@ type sessionSpec struct {
 
 // params builds the parameters of session/new, session/load and session/resume — the one place
 // that decides what a session is opened with: cwd, the spec system prompt, and _meta (title,
-// channel identity, buzz.conversationId, freshSession, claude-agent-acp's system prompt). MCP servers, model and mode
-// belong here too when they come (acp sends mcpServers: [] until then).
-// channel identity, freshSession, claude-agent-acp's system prompt) and MCP servers (the same
-// list for every session, built by Config.Validate). Model and mode belong here too when they come.
+// channel identity, buzz.conversationId, freshSession, claude-agent-acp's system prompt) and MCP
+// servers (the same list for every session, built by Config.Validate). Model, mode and effort are
+// not parameters in ACP: applyOnOpen sets them once the session exists.
 func (o *sessionOpener) params(spec sessionSpec) acp.SessionParams {
 	p := acp.SessionParams{Cwd: o.cfg.AgentCwd, Meta: map[string]any{}, McpServers: o.cfg.mcp}
 	if ch := spec.channel; ch != nil {
@@ -142,18 +146,22 @@ func (o *sessionOpener) resume(ctx context.Context, in turnInput, spec sessionSp
 	params.SessionID = id
 	method := "session/load"
 	var err error
+	var state *acp.SessionState
 	if in.ident.Resume {
 		method = "session/resume"
-		err = in.proc.ResumeSession(ctx, params)
+		state, err = in.proc.ResumeSessionState(ctx, params)
 	} else {
-		err = in.proc.LoadSession(ctx, params)
+		state, err = in.proc.LoadSessionState(ctx, params)
 	}
 	var rpc *acp.RPCError
 	switch {
 	case err == nil:
 		_ = o.store.Touch(in.scope.String(), o.now())
-		sess := &chanSession{ID: id, Route: spec.route, Delivered: map[string]bool{}, Resumed: true, opening: &standing}
+		sess := &chanSession{ID: id, Route: spec.route, Delivered: map[string]bool{}, Resumed: true, opening: &standing, state: state}
 		o.feed.emitSession(in, sess, observer.SessionResumed{SessionID: id, Method: method})
+		if err := o.applyOnOpen(ctx, in.proc, in.scope, sess); err != nil {
+			return nil, err // the agent stopped answering: the loop respawns it
+		}
 		if spec.route.SystemRole() && spec.route != RouteGoose && spec.system != "" {
 			o.feed.emitSystemPrompt(in, sess, standing, nil)
 		}
@@ -178,11 +186,14 @@ func (o *sessionOpener) resume(ctx context.Context, in turnInput, spec sessionSp
 
 // create opens a new session, remembers it, and briefs it by its route.
 func (o *sessionOpener) create(ctx context.Context, in turnInput, spec sessionSpec, standing prompt.Standing) (*chanSession, ProbeState, error) {
-	id, err := in.proc.NewSession(ctx, o.params(spec))
+	id, state, err := in.proc.NewSessionState(ctx, o.params(spec))
 	if err != nil {
 		return nil, ProbeUnknown, err
 	}
-	sess := &chanSession{ID: id, Route: spec.route, Delivered: map[string]bool{}, opening: &standing}
+	sess := &chanSession{ID: id, Route: spec.route, Delivered: map[string]bool{}, opening: &standing, state: state}
+	if err := o.applyOnOpen(ctx, in.proc, in.scope, sess); err != nil {
+		return nil, ProbeUnknown, err // the agent stopped answering: the loop respawns it
+	}
 	probe := ProbeUnknown
 	if spec.route == RouteGoose && spec.system != "" {
 		if probe, err = probeGoose(ctx, in.proc, id, spec.system); err != nil {

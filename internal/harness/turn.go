@@ -125,6 +125,7 @@ func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 		}
 	}
 	r.session = sess
+	defer h.asker.track(ctx, sess.ID, in)() // --permissions ask finds the turn's thread by session
 
 	rendered := h.relay.renderTurn(ctx, in, sess)
 	blocks := make([]acp.ContentBlock, len(rendered.Blocks))

@@ -60,6 +60,9 @@ type Config struct {
 	TeamInstructions string
 	// SessionPolicy is the harness's --session-policy; "" = thread.
 	SessionPolicy harness.SessionPolicy
+	// NoMCP leaves out the MCP server every session gets by default: `buzz mcp` (as
+	// <data-dir>/bin/buzz-mcp), so an agent whose shell is sandboxed can still reach Buzz.
+	NoMCP bool
 	// Out receives progress, the banner and what stopped.
 	Out io.Writer
 	// Ready, when set, is called once everything is up (tests use it instead of parsing Out).
@@ -94,6 +97,7 @@ const (
 	runningFile = "running.json" // the running stack's addresses, for --print-env
 	binDir      = "bin"          // bin/buzz: a stable link to this executable
 	selfName    = "buzz"
+	mcpName     = "buzz-mcp" // run under this name, buzz is `buzz mcp` (no arguments, as --mcp-command runs it)
 )
 
 func (c *Config) defaults() error {
@@ -198,6 +202,12 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return err
 	}
+	mcpCommand := ""
+	if !cfg.NoMCP {
+		if mcpCommand, err = linkAs(cfg.DataDir, exe, mcpName); err != nil {
+			return err
+		}
+	}
 	cliDir := cfg.BuzzCLIDir
 	if cliDir == "" {
 		cliDir = filepath.Dir(self)
@@ -273,6 +283,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		// Published at every start, so an older data dir converges too.
 		ChannelAddPolicy: client.AddPolicyOwnerOnly,
 		AuthTag:          boot.AuthTag,
+		MCPCommand:       mcpCommand,
 	})
 	if err != nil {
 		stopRelayAndWait()
@@ -392,12 +403,15 @@ func lockDataDir(dir string) (*atomicfile.Lock, error) {
 }
 
 // linkSelf points <dataDir>/bin/buzz at exe, replacing an older link, and returns the link.
-func linkSelf(dataDir, exe string) (string, error) {
+func linkSelf(dataDir, exe string) (string, error) { return linkAs(dataDir, exe, selfName) }
+
+// linkAs points <dataDir>/bin/<name> at exe, replacing an older link, and returns the link.
+func linkAs(dataDir, exe, name string) (string, error) {
 	dir := filepath.Join(dataDir, binDir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fail("data dir %s: %v", dataDir, unwrapPath(err))
 	}
-	link := filepath.Join(dir, selfName)
+	link := filepath.Join(dir, name)
 	if cur, err := os.Readlink(link); err == nil && cur == exe {
 		return link, nil
 	}

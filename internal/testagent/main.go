@@ -9,6 +9,12 @@
 //	TESTAGENT_CAPS=resume,systemPrompt sessionCapabilities to advertise as {}; "systemPrompt=override"
 //	                                   advertises {"mode":{"override":{}}}
 //	                                   ("close" also answers session/close: the live session is dropped)
+//	TESTAGENT_SESSION_STATE=json       a JSON object whose fields (configOptions, modes, models) are added
+//	                                   to every session/new, session/load and session/resume result; the
+//	                                   set_* methods (session/set_config_option, set_model, set_mode)
+//	                                   answer {} (set_config_option: {"configOptions": [...]})
+//	TESTAGENT_SET_ERROR=m1,m2          answer these set_* methods with -32603 instead
+//	TESTAGENT_AUTH_METHODS=json        initialize's authMethods array (default [])
 //	TESTAGENT_GOOSE_SYSTEM_PROMPT=1    implement _goose/unstable/session/system-prompt/set (else -32601);
 //	                                   "error" answers it with -32603
 //
@@ -106,6 +112,9 @@ type config struct {
 	hangAfterReply   string
 	costPerTurn      float64 // > 0: a usage_update with the session's running cost (USD) ends each turn
 	noUsage          bool    // the prompt response carries no usage
+	sessionState     map[string]json.RawMessage
+	setError         map[string]bool
+	authMethods      json.RawMessage
 }
 
 func loadConfig() (config, error) {
@@ -139,6 +148,19 @@ func loadConfig() (config, error) {
 			return c, fmt.Errorf("TESTAGENT_COST_PER_TURN=%q is not a non-negative number", v)
 		}
 		c.costPerTurn = f
+	}
+	if v := os.Getenv("TESTAGENT_SESSION_STATE"); v != "" {
+		if err := json.Unmarshal([]byte(v), &c.sessionState); err != nil {
+			return c, fmt.Errorf("TESTAGENT_SESSION_STATE: %w", err)
+		}
+	}
+	c.setError = map[string]bool{}
+	for _, m := range strings.Split(os.Getenv("TESTAGENT_SET_ERROR"), ",") {
+		c.setError[strings.TrimSpace(m)] = true
+	}
+	c.authMethods = json.RawMessage(envOr("TESTAGENT_AUTH_METHODS", "[]"))
+	if !json.Valid(c.authMethods) {
+		return c, fmt.Errorf("TESTAGENT_AUTH_METHODS is not JSON")
 	}
 	for _, name := range strings.Split(os.Getenv("TESTAGENT_CAPS"), ",") {
 		switch name = strings.TrimSpace(name); name {
@@ -319,6 +341,21 @@ func (a *agent) HandleRequest(ctx context.Context, method string, params json.Ra
 		return a.loadSession(params, false)
 	case "session/prompt":
 		return a.prompt(ctx, params)
+	case "session/set_config_option", "session/set_model", "session/set_mode":
+		if a.cfg.sessionState == nil {
+			return nil, acp.MethodNotFound(method)
+		}
+		if a.cfg.setError[method] {
+			return nil, acp.NewRPCError(acp.CodeInternal, "cannot change that now", nil)
+		}
+		if method == "session/set_config_option" {
+			opts := a.cfg.sessionState["configOptions"]
+			if opts == nil {
+				opts = json.RawMessage("[]")
+			}
+			return map[string]any{"configOptions": opts}, nil
+		}
+		return map[string]any{}, nil
 	case "session/close":
 		// With TESTAGENT_CAPS=close: forget the live session (its saved state stays loadable).
 		if _, ok := a.cfg.caps["close"]; !ok {
@@ -401,7 +438,7 @@ func (a *agent) initialize() map[string]any {
 			"promptCapabilities":  map[string]any{"image": false, "audio": false, "embeddedContext": false},
 			"sessionCapabilities": a.cfg.caps,
 		},
-		"authMethods": []any{},
+		"authMethods": a.cfg.authMethods,
 	}
 }
 
@@ -430,7 +467,15 @@ func (a *agent) newSession(params json.RawMessage) (any, error) {
 	a.sessions[s.ID] = s
 	a.save(s)
 	a.mu.Unlock()
-	return map[string]any{"sessionId": s.ID}, nil
+	return a.withState(map[string]any{"sessionId": s.ID}), nil
+}
+
+// withState adds TESTAGENT_SESSION_STATE's fields to a session result.
+func (a *agent) withState(res map[string]any) map[string]any {
+	for k, v := range a.cfg.sessionState {
+		res[k] = v
+	}
+	return res
 }
 
 func (a *agent) loadSession(params json.RawMessage, replay bool) (any, error) {
@@ -453,7 +498,7 @@ func (a *agent) loadSession(params json.RawMessage, replay bool) (any, error) {
 			_ = acp.SendUpdate(a.conn, s.ID, acp.TextChunk(acp.UpdateAgentMessageChunk, t.Agent))
 		}
 	}
-	return map[string]any{}, nil
+	return a.withState(map[string]any{}), nil
 }
 
 // bumpCounter increments the prompt counter persisted in the state dir.

@@ -1,0 +1,329 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/buzz-harness/buzz/internal/acp"
+	"github.com/buzz-harness/buzz/internal/atomicfile"
+	"github.com/buzz-harness/buzz/internal/observer"
+	"github.com/buzz-harness/buzz/internal/protocol"
+)
+
+// --permissions ask: an agent's session/request_permission becomes a message in the thread the
+// turn serves, mentioning the owner and listing the options by number. The owner's reply (a
+// number or an option's name) answers it; --permission-timeout without one picks the reject
+// option; a cancelled turn (!cancel, shutdown) answers "cancelled".
+
+// DefaultPermissionTimeout is how long a permission question waits for the owner.
+const DefaultPermissionTimeout = 10 * time.Minute
+
+// permAsker connects permission requests (on ACP reader goroutines) with the turns they belong
+// to (turn goroutines) and the owner's answers (the loop).
+type permAsker struct {
+	h *Harness
+
+	mu      sync.Mutex
+	turns   map[string]trackedTurn   // ACP session id → the turn prompting it
+	waiting map[scopeKey][]*permWait // open questions per conversation, oldest first
+	// pending is every open question as written to file, so a harness that dies while one waits
+	// can, on its next start, tell the thread the turn was cancelled (and not run it again).
+	pending map[*permWait]pendingQuestion
+	file    string
+}
+
+type trackedTurn struct {
+	ctx context.Context // the turn's: its cause says whether the harness is shutting down
+	in  turnInput
+}
+
+// pendingQuestion is one open question on disk.
+type pendingQuestion struct {
+	Channel string   `json:"channel"`
+	Root    string   `json:"root"`  // the thread
+	Reply   string   `json:"reply"` // the event the question answered under
+	Tool    string   `json:"tool"`
+	Events  []string `json:"events"` // the turn's batch
+}
+
+type permWait struct {
+	opts   []acp.PermissionOption
+	answer chan permChoice // buffered: the loop never blocks on it
+}
+
+type permChoice struct{ optionID, decider string }
+
+// permissionFunc is the ACP client's PermissionFunc: the asker's under --permissions ask, else
+// nil (the allow/deny policy answers).
+func (h *Harness) permissionFunc() func(context.Context, acp.PermissionRequest) (string, error) {
+	if !h.cfg.PermissionsAsk {
+		return nil
+	}
+	return h.asker.ask
+}
+
+func newPermAsker(h *Harness) *permAsker {
+	return &permAsker{h: h, turns: map[string]trackedTurn{}, waiting: map[scopeKey][]*permWait{},
+		pending: map[*permWait]pendingQuestion{}, file: filepath.Join(h.cfg.StateDir, "permissions-"+h.agent+".json")}
+}
+
+// track ties a session to the turn prompting it until the returned func is called.
+func (p *permAsker) track(ctx context.Context, sessionID string, in turnInput) func() {
+	p.mu.Lock()
+	p.turns[sessionID] = trackedTurn{ctx, in}
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		delete(p.turns, sessionID)
+		p.mu.Unlock()
+	}
+}
+
+// ask is the ACP client's PermissionFunc.
+func (p *permAsker) ask(ctx context.Context, req acp.PermissionRequest) (string, error) {
+	p.mu.Lock()
+	t, ok := p.turns[req.SessionID]
+	p.mu.Unlock()
+	in := t.in
+	if in.session == nil || in.session.ID != req.SessionID {
+		in.session = &chanSession{ID: req.SessionID} // the feed places the events in the session
+	}
+	tool := describeToolCall(req.ToolCall)
+	if !ok || in.batch == nil || len(req.Options) == 0 {
+		// Not a channel turn (a heartbeat, an initial message): nobody to ask, so no.
+		return rejectOption(req.Options), nil
+	}
+	h := p.h
+	w := &permWait{opts: req.Options, answer: make(chan permChoice, 1)}
+	last := in.batch.Last()
+	root := protocol.ParseThread(last.Tags).Root
+	if root == "" {
+		root = last.ID
+	}
+	p.mu.Lock()
+	p.waiting[in.scope] = append(p.waiting[in.scope], w)
+	p.pending[w] = pendingQuestion{Channel: in.channel.ID, Root: root, Reply: last.ID, Tool: tool.title, Events: in.batch.IDs()}
+	p.save()
+	p.mu.Unlock()
+	keep := false // a question cut short by shutdown stays on file for the next start to report
+	defer func() { p.forget(in.scope, w, keep) }()
+
+	h.emit(in, observer.AgentUpdate{Kind: "permission_request", ToolCallID: tool.id, Title: tool.title, Text: clip(tool.input), Status: "asked"})
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	h.relay.publish(pctx, p.question(in, tool, req.Options))
+	cancel()
+
+	timer := time.NewTimer(h.cfg.PermissionTimeout)
+	defer timer.Stop()
+	var choice permChoice
+	select {
+	case choice = <-w.answer:
+	case <-timer.C:
+		choice = permChoice{optionID: rejectOption(req.Options), decider: "timeout"}
+	case <-ctx.Done():
+		choice = permChoice{decider: "cancelled"}
+		keep = errors.Is(context.Cause(t.ctx), errShutdown)
+	}
+	status := "cancelled"
+	for _, o := range req.Options {
+		if o.OptionID == choice.optionID && o.OptionID != "" {
+			status = o.Kind
+		}
+	}
+	h.log.Info("permission decided", "tool", tool.title, "decision", status, "by", choice.decider, "channel", in.channel.ID, "scope", in.scope.String())
+	h.emit(in, observer.AgentUpdate{Kind: "permission_decision", ToolCallID: tool.id, Title: tool.title, Text: "decided by " + choice.decider, Status: status})
+	return choice.optionID, nil
+}
+
+func (p *permAsker) forget(k scopeKey, w *permWait, keepOnFile bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !keepOnFile {
+		delete(p.pending, w)
+		p.save()
+	}
+	ws := p.waiting[k]
+	for i, x := range ws {
+		if x == w {
+			ws = append(ws[:i:i], ws[i+1:]...)
+			break
+		}
+	}
+	if len(ws) == 0 {
+		delete(p.waiting, k)
+	} else {
+		p.waiting[k] = ws
+	}
+}
+
+// answer takes an owner's message in a conversation with an open question: if it picks one of
+// the question's options it answers the oldest question and reports true (the message is
+// consumed); anything else is an ordinary message.
+func (p *permAsker) answer(ev *nostr.Event, k scopeKey) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ws := p.waiting[k]
+	if len(ws) == 0 {
+		return false
+	}
+	w := ws[0]
+	id := matchOption(ev.Content, w.opts)
+	if id == "" {
+		return false
+	}
+	p.waiting[k] = ws[1:] // answered: a second reply goes to the next question, or is a message
+	w.answer <- permChoice{optionID: id, decider: ev.PubKey}
+	return true
+}
+
+// matchOption reads an answer: the option's number, name or kind, with only mentions around it.
+func matchOption(content string, opts []acp.PermissionOption) string {
+	var words []string
+	for _, w := range strings.Fields(content) {
+		if !isMentionWord(w) {
+			words = append(words, w)
+		}
+	}
+	// The whole text must be the answer: "use port 2" is a message, not option 2.
+	for _, c := range []string{strings.TrimSpace(content), strings.Join(words, " ")} {
+		c = strings.TrimSuffix(strings.TrimSpace(c), ".")
+		if n, err := strconv.Atoi(c); err == nil && n >= 1 && n <= len(opts) {
+			return opts[n-1].OptionID
+		}
+		for _, o := range opts {
+			if c != "" && (strings.EqualFold(c, o.Name) || strings.EqualFold(c, o.Kind)) {
+				return o.OptionID
+			}
+		}
+	}
+	return ""
+}
+
+// rejectOption is the option a timeout (or a turn nobody can be asked about) picks.
+func rejectOption(opts []acp.PermissionOption) string {
+	for _, kind := range []string{acp.KindRejectOnce, acp.KindRejectAlways} {
+		for _, o := range opts {
+			if o.Kind == kind && o.OptionID != "" {
+				return o.OptionID
+			}
+		}
+	}
+	return ""
+}
+
+type toolCall struct{ id, title, input string }
+
+// describeToolCall reads what a permission request says the tool wants to do.
+func describeToolCall(raw json.RawMessage) toolCall {
+	var tc struct {
+		ToolCallID string          `json:"toolCallId"`
+		Title      string          `json:"title"`
+		Kind       string          `json:"kind"`
+		RawInput   json.RawMessage `json:"rawInput"`
+	}
+	_ = json.Unmarshal(raw, &tc)
+	t := toolCall{id: tc.ToolCallID, title: strings.TrimSpace(tc.Title)}
+	if t.title == "" {
+		t.title = "a tool call"
+	}
+	if tc.Kind != "" {
+		t.title += " (" + tc.Kind + ")"
+	}
+	if len(tc.RawInput) > 0 && string(tc.RawInput) != "null" {
+		t.input = string(tc.RawInput)
+		if len(t.input) > 600 {
+			t.input = t.input[:600] + "…"
+		}
+	}
+	return t
+}
+
+// question is the thread message asking the owner.
+func (p *permAsker) question(in turnInput, tool toolCall, opts []acp.PermissionOption) *nostr.Event {
+	h := p.h
+	var b strings.Builder
+	fmt.Fprintf(&b, "nostr:%s permission needed: %s\n", protocol.Npub(h.cfg.Owner), tool.title)
+	if tool.input != "" {
+		fmt.Fprintf(&b, "```\n%s\n```\n", tool.input)
+	}
+	b.WriteString("Reply (mentioning me) with a number or an option's name:\n")
+	for i, o := range opts {
+		fmt.Fprintf(&b, "%d. %s\n", i+1, o.Name)
+	}
+	fmt.Fprintf(&b, "No answer within %s picks the reject option.", h.cfg.PermissionTimeout)
+	tags := nostr.Tags{{"h", in.channel.ID}}
+	tags = append(tags, threadTags(in.batch.Last())...)
+	tags = append(tags, nostr.Tag{"p", h.cfg.Owner}, permissionMarker)
+	return &nostr.Event{Kind: protocol.KindStreamMessage, Content: b.String(), Tags: tags, CreatedAt: nostr.Now()}
+}
+
+// permissionMarker tags the agent's questions, so a turn whose agent dies while asking is not
+// mistaken for one whose reply already landed (relayClient.answered).
+var permissionMarker = nostr.Tag{"buzz", "permission_request"}
+
+func isPermissionQuestion(tags nostr.Tags) bool {
+	for _, t := range tags {
+		if len(t) >= 2 && t[0] == permissionMarker[0] && t[1] == permissionMarker[1] {
+			return true
+		}
+	}
+	return false
+}
+
+// save writes the open questions (callers hold p.mu); failures are logged: the file only
+// improves what the thread is told after a crash.
+func (p *permAsker) save() {
+	list := make([]pendingQuestion, 0, len(p.pending))
+	for _, q := range p.pending {
+		list = append(list, q)
+	}
+	if len(list) == 0 {
+		if err := os.Remove(p.file); err != nil && !os.IsNotExist(err) {
+			p.h.log.Warn("permission questions file", "err", err)
+		}
+		return
+	}
+	b, _ := json.Marshal(list)
+	if err := atomicfile.WriteFile(p.file, b, 0o600); err != nil {
+		p.h.log.Warn("permission questions file", "err", err)
+	}
+}
+
+// recover runs at start, before the journal is replayed: a question left open by the previous
+// run means its turn died waiting for the owner. The thread is told, and the turn's events are
+// closed rather than run again (the owner never agreed to what the agent wanted to do).
+func (p *permAsker) recover(ctx context.Context) {
+	b, err := os.ReadFile(p.file)
+	if err != nil {
+		return
+	}
+	var list []pendingQuestion
+	if err := json.Unmarshal(b, &list); err != nil {
+		p.h.log.Warn("permission questions file unreadable; ignoring it", "err", err)
+	}
+	for _, q := range list {
+		p.h.log.Warn("a permission question was open when the harness stopped; its turn is cancelled", "channel", q.Channel, "tool", q.Tool)
+		p.h.done(q.Events...)
+		tags := nostr.Tags{{"h", q.Channel}}
+		tags = append(tags, protocol.ReplyTags(q.Root, q.Reply)...)
+		tags = append(tags, nostr.Tag{"p", p.h.cfg.Owner})
+		ev := &nostr.Event{Kind: protocol.KindStreamMessage, CreatedAt: nostr.Now(), Tags: tags,
+			Content: fmt.Sprintf("nostr:%s I restarted while waiting for your answer about %s, so that turn was cancelled. Mention me again to retry.", protocol.Npub(p.h.cfg.Owner), q.Tool)}
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		p.h.relay.publish(pctx, ev)
+		cancel()
+	}
+	if err := os.Remove(p.file); err != nil && !os.IsNotExist(err) {
+		p.h.log.Warn("permission questions file", "err", err)
+	}
+}
