@@ -107,7 +107,7 @@ func TestOwnerCancelWhileAskingCancelsThePermissionRequest(t *testing.T) {
 	s.start([]string{"--permissions", "ask"}, "TESTAGENT_PERMISSION=1")
 	m := s.mention(s.ownerSK, "deploy it")
 	s.waitQuestion(m.ID)
-	if out := s.waitOutcome(s.mention(s.ownerSK, "!cancel", replyTo(m.ID)).ID); out["type"] != "turn_cancelled" {
+	if out := s.waitOutcome(s.mention(s.ownerSK, "!cancel", replyTo(m.ID)).ID); out["type"] != "agent_turn_cancelled" {
 		t.Fatalf("outcome %v", out)
 	}
 	// The test agent stops waiting for the answer once cancelled, so the harness's log says it.
