@@ -54,6 +54,7 @@ eval "$(buzz up --print-env)" lets you use the buzz CLI as the owner.`,
 	f.String(&cfg.AgentName, "agent-name", "BUZZ_UP_AGENT_NAME", stack.DefaultAgentName, "the agent's profile name (set on first start, then kept)")
 	f.String(&cfg.SystemPrompt, "system-prompt", "BUZZ_UP_SYSTEM_PROMPT", "", "persona text for the agent, sent as [System]")
 	f.String(&cfg.TeamInstructions, "team-instructions", "BUZZ_UP_TEAM_INSTRUCTIONS", "", "team instructions, sent as [Team Instructions]")
+	f.String(&cfg.Permissions, "permissions", "BUZZ_UP_PERMISSIONS", "allow", "answer the agent's permission requests: allow, deny, or ask (you answer in the thread or with the console's buttons)")
 	f.Bool(&cfg.NoMCP, "no-mcp", "BUZZ_UP_NO_MCP", "do not give the agent's sessions the buzz MCP server (buzz mcp)")
 	cmd.Flags().BoolVar(&printEnv, "print-env", false, "print BUZZ_RELAY_URL/BUZZ_PRIVATE_KEY exports for the owner (the running stack's relay URL, if one runs) and exit")
 	return cmd

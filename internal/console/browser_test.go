@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -77,6 +78,12 @@ func newPlace(t *testing.T) place {
 // returned stop ends it (also done at cleanup).
 func upWithTestAgent(t *testing.T, p place, env ...string) (stack.Info, func()) {
 	t.Helper()
+	return upWithTestAgentConfig(t, p, nil, env...)
+}
+
+// upWithTestAgentConfig is upWithTestAgent with a change to the stack's configuration.
+func upWithTestAgentConfig(t *testing.T, p place, change func(*stack.Config), env ...string) (stack.Info, func()) {
+	t.Helper()
 	bin := testbin.Dir(t, "cmd/buzz", "internal/testagent")
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan stack.Info, 1)
@@ -94,6 +101,9 @@ func upWithTestAgent(t *testing.T, p place, env ...string) (stack.Info, func()) 
 		// The composer posts top-level messages; these tests follow one channel session's story.
 		SessionPolicy: harness.PolicyChannel,
 		Ready:         func(i stack.Info) { ready <- i },
+	}
+	if change != nil {
+		change(&cfg)
 	}
 	go func() { done <- stack.Run(ctx, cfg) }()
 	var once sync.Once
@@ -337,5 +347,44 @@ func TestConsoleShowsReplayedHistoryAsHistoryAfterRestart(t *testing.T) {
 	live, err := textsOf(ctx, `.card.agent-msg`)
 	if err != nil || len(live) != 1 || !strings.Contains(live[0], "second question") || strings.Contains(live[0], "first question") {
 		t.Errorf("live agent messages = %q (err %v), want only the second answer", live, err)
+	}
+}
+
+// With --permissions ask the agent's permission request is a question in the thread; the console
+// shows its options as buttons, and a click answers it: the tool runs and the agent replies.
+func TestConsolePermissionButtonsAnswerTheAgentsQuestion(t *testing.T) {
+	ctx := browser(t)
+	info, _ := upWithTestAgentConfig(t, newPlace(t), func(c *stack.Config) { c.Permissions = "ask" }, "TESTAGENT_PERMISSION=1")
+	if err := chromedp.Do(ctx, chromedp.Navigate(info.ConsoleURL)); err != nil {
+		t.Fatal(err)
+	}
+	sendFromComposer(t, ctx, "@"+info.AgentName+" post the release notes")
+	allow := `.msg[data-pubkey="` + info.Agent.Pubkey + `"] .perm-option[data-option="3"]`
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(allow))); err != nil {
+		t.Fatalf("the permission question's buttons never appeared: %v", err)
+	}
+	labels, err := textsOf(ctx, `.perm-option`)
+	if err != nil || strings.Join(labels, "|") != "1. Reject|2. Always allow|3. Allow|4. Never" {
+		t.Fatalf("buttons %q (err %v)", labels, err)
+	}
+	screenshot(t, ctx, "console-permission.png")
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(allow))); err != nil {
+		t.Fatal(err)
+	}
+	// The tool ran: the agent's reply (not "permission denied") lands in the thread.
+	reply := `.thread .msg[data-pubkey="` + info.Agent.Pubkey + `"] .body`
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		bodies, err := textsOf(ctx, reply)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(bodies, func(b string) bool { return strings.HasPrefix(b, "echo:") }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no agent reply after answering; agent messages: %q", bodies)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

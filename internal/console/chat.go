@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -64,6 +66,9 @@ type message struct {
 	Reactions []reaction `json:"reactions,omitempty"`
 	// System is set for a kind-40099 row (Content is then the raw JSON).
 	System *systemRow `json:"system,omitempty"`
+	// Permission marks the agent's question to the owner (--permissions ask): the page shows
+	// its numbered options as buttons that answer it.
+	Permission bool `json:"permission,omitempty"`
 }
 
 // reaction is one kind-7 reaction, shown under the message it targets.
@@ -443,7 +448,16 @@ func (c *chat) send(ctx context.Context, req postReq) (message, error) {
 	if err != nil {
 		return message{}, err
 	}
-	for _, pk := range MentionedPubkeys(req.Content, names) {
+	mentioned := MentionedPubkeys(req.Content, names)
+	for _, pk := range req.Mention {
+		if !slices.Contains(slices.Collect(maps.Values(names)), pk) {
+			return message{}, &badRequest{"mention must name channel members by pubkey"}
+		}
+		if !slices.Contains(mentioned, pk) {
+			mentioned = append(mentioned, pk)
+		}
+	}
+	for _, pk := range mentioned {
 		tags = append(tags, nostr.Tag{"p", pk})
 	}
 	ev := &nostr.Event{Kind: protocol.KindStreamMessage, Content: req.Content, Tags: tags, CreatedAt: nostr.Now()}
@@ -590,6 +604,7 @@ func (c *chat) toMessage(ctx context.Context, ev *nostr.Event, ch string) messag
 		ID: ev.ID, Channel: ch, Pubkey: ev.PubKey, Content: ev.Content, CreatedAt: int64(ev.CreatedAt),
 		Root: th.Root, Parent: th.Parent, Mentions: protocol.Mentions(ev.Tags),
 		IsAgent: ev.PubKey == c.agent, IsOwner: ev.PubKey == c.owner,
+		Permission: ev.PubKey == c.agent && protocol.IsPermissionRequest(ev.Tags),
 	}
 	if m.Mentions == nil {
 		m.Mentions = []string{}

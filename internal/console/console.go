@@ -235,6 +235,9 @@ type postReq struct {
 	Channel string `json:"channel"`
 	Content string `json:"content"`
 	ReplyTo string `json:"replyTo"`
+	// Mention lists channel members to mention besides the @names in Content (an answer
+	// button's reply is just the option's number, yet must reach the agent).
+	Mention []string `json:"mention,omitempty"`
 }
 
 func (s *Server) post(w http.ResponseWriter, r *http.Request) {

@@ -263,21 +263,10 @@ func (p *permAsker) question(in turnInput, tool toolCall, opts []acp.PermissionO
 	fmt.Fprintf(&b, "No answer within %s picks the reject option.", h.cfg.PermissionTimeout)
 	tags := nostr.Tags{{"h", in.channel.ID}}
 	tags = append(tags, threadTags(in.batch.Last())...)
-	tags = append(tags, nostr.Tag{"p", h.cfg.Owner}, permissionMarker)
+	// The marker: a turn whose agent dies while asking must not count as answered by its question
+	// (relayClient.answered), and the console shows answer buttons on it.
+	tags = append(tags, nostr.Tag{"p", h.cfg.Owner}, protocol.PermissionRequestTag)
 	return &nostr.Event{Kind: protocol.KindStreamMessage, Content: b.String(), Tags: tags, CreatedAt: nostr.Now()}
-}
-
-// permissionMarker tags the agent's questions, so a turn whose agent dies while asking is not
-// mistaken for one whose reply already landed (relayClient.answered).
-var permissionMarker = nostr.Tag{"buzz", "permission_request"}
-
-func isPermissionQuestion(tags nostr.Tags) bool {
-	for _, t := range tags {
-		if len(t) >= 2 && t[0] == permissionMarker[0] && t[1] == permissionMarker[1] {
-			return true
-		}
-	}
-	return false
 }
 
 // save writes the open questions (callers hold p.mu); failures are logged: the file only

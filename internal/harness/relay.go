@@ -330,7 +330,7 @@ func (rc *relayClient) answered(ctx context.Context, ch string, evs []*nostr.Eve
 		return false
 	}
 	for _, r := range got {
-		if isPermissionQuestion(r.Tags) {
+		if protocol.IsPermissionRequest(r.Tags) {
 			continue // asking the owner is not answering the turn
 		}
 		for _, t := range r.Tags {

@@ -136,3 +136,17 @@ func HasTag(tags nostr.Tags, name string) bool {
 	}
 	return false
 }
+
+// PermissionRequestTag marks buzz-acp's question to the owner when an agent asks permission
+// (--permissions ask): the harness tells it from a reply, and the console shows answer buttons.
+var PermissionRequestTag = nostr.Tag{"buzz", "permission_request"}
+
+// IsPermissionRequest reports whether tags carry PermissionRequestTag.
+func IsPermissionRequest(tags nostr.Tags) bool {
+	for _, t := range tags {
+		if len(t) >= 2 && t[0] == PermissionRequestTag[0] && t[1] == PermissionRequestTag[1] {
+			return true
+		}
+	}
+	return false
+}

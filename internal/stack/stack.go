@@ -60,6 +60,9 @@ type Config struct {
 	TeamInstructions string
 	// SessionPolicy is the harness's --session-policy; "" = thread.
 	SessionPolicy harness.SessionPolicy
+	// Permissions answers the agent's permission requests: "" or "allow", "deny", or "ask" (the
+	// owner answers in the thread or with the console's buttons).
+	Permissions string
 	// NoMCP leaves out the MCP server every session gets by default: `buzz mcp` (as
 	// <data-dir>/bin/buzz-mcp), so an agent whose shell is sandboxed can still reach Buzz.
 	NoMCP bool
@@ -117,6 +120,11 @@ func (c *Config) defaults() error {
 	}
 	if c.AgentName == "" {
 		c.AgentName = DefaultAgentName
+	}
+	switch c.Permissions {
+	case "", "allow", "deny", "ask":
+	default:
+		return fail("--permissions %q: want allow, deny or ask", c.Permissions)
 	}
 	if c.AgentCwd == "" {
 		if c.AgentCwd, err = os.Getwd(); err != nil {
@@ -273,6 +281,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		SystemPrompt:        cfg.SystemPrompt,
 		TeamInstructions:    cfg.TeamInstructions,
 		SessionPolicy:       cfg.SessionPolicy,
+		PermissionsDeny:     cfg.Permissions == "deny",
+		PermissionsAsk:      cfg.Permissions == "ask",
 		Memory:              true,
 		StateDir:            filepath.Join(cfg.DataDir, "harness"),
 		Logger:              logger.With("part", "harness"),

@@ -248,6 +248,11 @@ function bodyNodes(text) {
   const names = [];
   const c = S.channels.get(S.current);
   for (const p of (c && c.members) || []) if (p.name) names.push(p.name);
+  // A NIP-27 mention of a member (nostr:npub1…, as the agent writes them) reads as @name.
+  text = text.replace(/nostr:(npub1[02-9ac-hj-np-z]+)/g, (whole, npub) => {
+    const p = ((c && c.members) || []).find((x) => x.npub === npub);
+    return p && p.name ? "@" + p.name : whole;
+  });
   if (!names.length) return [text];
   names.sort((a, b) => b.length - a.length);
   const esc = names.map((n) => n.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
@@ -315,7 +320,38 @@ function messageEl(m) {
       el("span", { class: "time", text: time }),
       el("button", { type: "button", class: "reply-btn", text: "Reply in thread", onclick: () => startReply(m) })),
     el("div", { class: "body" }, ...bodyNodes(m.content)),
+    m.permission ? permissionEl(m) : null,
     reactionsEl(m.id));
+}
+
+// permissionEl turns the numbered options of the agent's permission question into buttons; a
+// click answers with the option's number in the question's thread, mentioning the agent (its
+// subscription wants the mention).
+function permissionEl(m) {
+  const opts = [];
+  for (const line of m.content.split("\n")) {
+    const o = /^(\d+)\. (.+)$/.exec(line.trim());
+    if (o) opts.push({ n: o[1], name: o[2] });
+  }
+  const box = el("div", { class: "perm-options" });
+  const answer = async (o) => {
+    for (const b of box.querySelectorAll("button")) b.disabled = true;
+    try {
+      addMessage(await api("/api/messages", {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ channel: m.channel, content: o.n, replyTo: m.id, mention: [m.pubkey] }),
+      }));
+      box.dataset.answered = o.n;
+    } catch (e) {
+      for (const b of box.querySelectorAll("button")) b.disabled = false;
+      $("compose-error").textContent = e.message;
+    }
+  };
+  for (const o of opts) {
+    box.append(el("button", { type: "button", class: "perm-option", "data-option": o.n, text: o.n + ". " + o.name, onclick: () => answer(o) }));
+  }
+  return box;
 }
 
 function renderMessages() {
