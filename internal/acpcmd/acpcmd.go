@@ -233,9 +233,8 @@ func (o *options) config(stderr io.Writer) (harness.Config, func(), error) {
 	if err != nil {
 		return harness.Config{}, noop, fmt.Errorf("--private-key / BUZZ_PRIVATE_KEY: %w", err)
 	}
-	relays := append(client.SplitRelayURLs(o.relayURL), "")
 	cfg := harness.Config{
-		RelayURL:                      relays[0],
+		RelayURL:                      strings.Join(client.SplitRelayURLs(o.relayURL), ","),
 		SecretKey:                     sk,
 		AgentCommand:                  o.agentCommand,
 		AgentArgs:                     cmdflag.List(o.agentArgs),
@@ -281,9 +280,6 @@ func (o *options) config(stderr io.Writer) (harness.Config, func(), error) {
 		if cfg.MCPServers, err = mcpconfig.Load(o.mcpServers); err != nil {
 			return cfg, noop, fmt.Errorf("--mcp-servers %s: %w", o.mcpServers, err)
 		}
-	}
-	if len(relays) > 2 {
-		cfg.RelayURLs = relays[:len(relays)-1]
 	}
 	if o.permissions != "allow" && o.permissions != "deny" && o.permissions != "ask" {
 		return cfg, noop, fmt.Errorf("--permissions must be allow, deny or ask, got %q", o.permissions)
@@ -450,9 +446,4 @@ func secs(n, floor int) time.Duration {
 }
 
 // relayList is every relay the harness may connect to.
-func relayList(cfg harness.Config) []string {
-	if len(cfg.RelayURLs) > 0 {
-		return cfg.RelayURLs
-	}
-	return []string{cfg.RelayURL}
-}
+func relayList(cfg harness.Config) []string { return client.SplitRelayURLs(cfg.RelayURL) }

@@ -1,6 +1,7 @@
 package acpcmd
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -66,8 +67,8 @@ func TestRelayURLListSetsPrimaryAndFallbacks(t *testing.T) {
 		t.Fatal(err)
 	}
 	closeLog()
-	if cfg.RelayURL != "ws://a:1" || len(cfg.RelayURLs) != 2 || cfg.RelayURLs[1] != "ws://b:2" {
-		t.Fatalf("RelayURL %q RelayURLs %q", cfg.RelayURL, cfg.RelayURLs)
+	if cfg.RelayURL != "ws://a:1,ws://b:2" || !slices.Equal(relayList(cfg), []string{"ws://a:1", "ws://b:2"}) {
+		t.Fatalf("RelayURL %q, relay list %q", cfg.RelayURL, relayList(cfg))
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/buzz-harness/buzz/internal/acp"
+	"github.com/buzz-harness/buzz/internal/client"
 	"github.com/buzz-harness/buzz/internal/mcpconfig"
 	"github.com/buzz-harness/buzz/internal/observer"
 	"github.com/buzz-harness/buzz/internal/protocol"
@@ -20,10 +21,10 @@ var DefaultKinds = []int{9, 46010, 40007}
 
 // Config is everything buzz-acp needs; cmd/buzz-acp fills it from flags and env.
 type Config struct {
-	RelayURL string // ws:// or http:// URL of the relay; names the session scope
-	// RelayURLs, when set, are all relays to try in order (RelayURL first): the live session
-	// and the bridge fail over along them, and so does the agent's buzz CLI (BUZZ_RELAY_URL).
-	RelayURLs []string
+	// RelayURL is the relay's ws:// or http:// URL, or several comma-separated, tried in order:
+	// the live session and the bridge fail over along them, and so does the agent's buzz CLI
+	// (BUZZ_RELAY_URL gets the whole list). The first names the session scope.
+	RelayURL  string
 	SecretKey string // the agent's key, hex
 	Owner     string // owner pubkey hex ("" = none)
 
@@ -214,7 +215,7 @@ func (c *Config) buildMCP() error {
 	c.mcp = nil
 	if c.MCPCommand != "" {
 		env := []acp.EnvVariable{
-			{Name: "BUZZ_RELAY_URL", Value: c.relays()}, // the whole list, as the agent gets it
+			{Name: "BUZZ_RELAY_URL", Value: c.RelayURL}, // the whole list, as the agent gets it
 			{Name: "BUZZ_PRIVATE_KEY", Value: protocol.Nsec(c.SecretKey)},
 		}
 		if c.AuthTag != "" {
@@ -249,10 +250,11 @@ func mcpCommandName(command string) string {
 	return stem
 }
 
-// relays is the relay list the clients take: RelayURLs comma-joined, else RelayURL.
-func (c *Config) relays() string {
-	if len(c.RelayURLs) == 0 {
-		return c.RelayURL
+// primaryRelay is the first relay of the list: the session store's records name it, so adding
+// fallbacks after it keeps the sessions.
+func (c *Config) primaryRelay() string {
+	if urls := client.SplitRelayURLs(c.RelayURL); len(urls) > 0 {
+		return urls[0]
 	}
-	return strings.Join(c.RelayURLs, ",")
+	return c.RelayURL
 }

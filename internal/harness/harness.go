@@ -132,7 +132,7 @@ func New(cfg Config) (*Harness, error) {
 		h.store.Close()
 		return nil, err
 	}
-	h.relay = &relayClient{bridge: client.NewBridge(cfg.relays(), cfg.SecretKey), self: pk, cfg: &h.cfg, log: h.log, now: h.now}
+	h.relay = &relayClient{bridge: client.NewBridge(cfg.RelayURL, cfg.SecretKey), self: pk, cfg: &h.cfg, log: h.log, now: h.now}
 	h.ack = newAcker(&h.cfg, pk, h.relay.bridge, h.log, &h.tasks)
 	h.asker = newPermAsker(h)
 	h.sessions = &sessionOpener{cfg: &h.cfg, store: h.store, relay: h.relay, feed: h, log: h.log, now: h.now}
@@ -163,7 +163,7 @@ func (h *Harness) Run(ctx context.Context) error {
 	defer h.stop(cancel) // first: nothing may write the journal or the store once they close
 
 	since := h.catchUpSince()
-	h.live = client.NewLive(client.LiveConfig{RelayURL: h.cfg.relays(), SecretKey: h.cfg.SecretKey, Logger: h.log})
+	h.live = client.NewLive(client.LiveConfig{RelayURL: h.cfg.RelayURL, SecretKey: h.cfg.SecretKey, Logger: h.log})
 	liveErr := make(chan error, 1)
 	// The socket outlives the run's context by the offline presence at shutdown (see stop).
 	liveCtx, stopLive := context.WithCancel(context.WithoutCancel(ctx))

@@ -159,7 +159,7 @@ func agentEnv(cfg *Config) []string {
 	}
 	env = append(env,
 		"PATH="+path,
-		"BUZZ_RELAY_URL="+cfg.relays(),
+		"BUZZ_RELAY_URL="+cfg.RelayURL,
 		"BUZZ_PRIVATE_KEY="+protocol.Nsec(cfg.SecretKey),
 	)
 	if cfg.Owner != "" {

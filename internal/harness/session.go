@@ -205,7 +205,7 @@ func (o *sessionOpener) create(ctx context.Context, in turnInput, spec sessionSp
 	}
 	now := o.now()
 	if err := o.store.Put(in.scope.String(), sessionstore.Record{
-		SessionID: id, RelayURL: o.cfg.RelayURL, AgentCommand: o.cfg.commandLine(), CreatedAt: now, LastUsedAt: now,
+		SessionID: id, RelayURL: o.cfg.primaryRelay(), AgentCommand: o.cfg.commandLine(), CreatedAt: now, LastUsedAt: now,
 	}); err != nil {
 		o.log.Warn("session store", "err", err)
 	}
@@ -262,7 +262,7 @@ func (c *Config) commandLine() string {
 
 // storeScope is what a remembered session must match to be resumed: the same relay and agent.
 func (c *Config) storeScope() sessionstore.Scope {
-	return sessionstore.Scope{RelayURL: c.RelayURL, AgentCommand: c.commandLine()}
+	return sessionstore.Scope{RelayURL: c.primaryRelay(), AgentCommand: c.commandLine()}
 }
 
 // promptOptions are the timeouts of every session/prompt.
