@@ -117,8 +117,10 @@ type liveSub struct {
 	filter   nostr.Filter
 	lastSeen nostr.Timestamp // newest created_at delivered on this sub, after its backlog
 	// Stored events come newest first, so until EOSE the newest delivered one says nothing about
-	// the older ones still to come: a reconnect then must ask from the old floor again.
-	inBacklog  bool
+	// the older ones still to come: a reconnect then must ask from the old floor again. backlogs
+	// counts the REQs sent for the filter whose EOSE has not come: a re-sent REQ's history is
+	// complete only at its own EOSE, not at the one of the REQ it replaced.
+	backlogs   int
 	backlogMax nostr.Timestamp
 }
 
@@ -220,8 +222,9 @@ func (l *Live) Events() <-chan Incoming { return l.events }
 
 // Subscribe sets the desired subscription id to f and, if connected, queues its REQ; it is
 // re-sent on every reconnect. On a re-send, since becomes max(f.Since, newest delivered
-// created_at − 5 s) so nothing published while disconnected is missed. It never waits on the
-// network.
+// created_at − 5 s) so nothing published while disconnected is missed. Replacing an id's filter
+// takes f.Since as given: the floor learned from delivered events starts over, as they say
+// nothing about what f adds (use Resume to continue from it). It never waits on the network.
 func (l *Live) Subscribe(id string, f nostr.Filter) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -230,10 +233,23 @@ func (l *Live) Subscribe(id string, f nostr.Filter) {
 		s = &liveSub{}
 		l.subs[id] = s
 	}
-	s.filter = f
+	s.filter, s.lastSeen, s.backlogMax = f, 0, 0
 	if l.out != nil {
-		l.queueLocked(l.out, reqMessage(id, s.reqFilter()))
+		l.queueLocked(l.out, reqMessage(id, s.reqFilter(false)))
 	}
+}
+
+// Resume returns the since a re-send of id would ask from now (nil since: from the start); ok
+// is false when id is not subscribed. A caller replacing id's filter passes at most this since
+// for what the old filter covered, so nothing between the two is missed.
+func (l *Live) Resume(id string) (since *nostr.Timestamp, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.subs[id]
+	if s == nil {
+		return nil, false
+	}
+	return s.floor(), true
 }
 
 // Unsubscribe queues CLOSE for id (if connected) and forgets it. It never waits on the network.
@@ -260,16 +276,26 @@ func (l *Live) Subscriptions() []string {
 	return out
 }
 
-func (s *liveSub) reqFilter() nostr.Filter {
-	s.inBacklog, s.backlogMax = true, 0
+// reqFilter is the filter of a REQ about to be sent: on a fresh connection (whose earlier
+// REQs' EOSEs will never come) or in addition to REQs still in flight on this one.
+func (s *liveSub) reqFilter(fresh bool) nostr.Filter {
+	if fresh {
+		s.backlogs, s.backlogMax = 0, 0
+	}
+	s.backlogs++
 	f := s.filter
+	f.Since = s.floor()
+	return f
+}
+
+func (s *liveSub) floor() *nostr.Timestamp {
 	if s.lastSeen > 0 {
 		since := s.lastSeen - resubscribeSkew
-		if f.Since == nil || *f.Since < since {
-			f.Since = &since
+		if s.filter.Since == nil || *s.filter.Since < since {
+			return &since
 		}
 	}
-	return f
+	return s.filter.Since
 }
 
 func reqMessage(id string, f nostr.Filter) []any { return []any{"REQ", id, f} }
@@ -404,7 +430,7 @@ func (l *Live) session(ctx context.Context, url string) (wasReady bool, err erro
 	l.mu.Lock()
 	initial := make([][]byte, 0, len(l.subs))
 	for id, s := range l.subs {
-		if raw, err := json.Marshal(reqMessage(id, s.reqFilter())); err == nil {
+		if raw, err := json.Marshal(reqMessage(id, s.reqFilter(true))); err == nil {
 			initial = append(initial, raw)
 		}
 	}
@@ -621,9 +647,10 @@ func (l *Live) handle(ctx context.Context, raw []byte) error {
 			return nil
 		}
 		l.mu.Lock()
-		if s := l.subs[msg.subID]; s != nil && s.inBacklog {
-			s.inBacklog = false
-			s.lastSeen = max(s.lastSeen, s.backlogMax)
+		if s := l.subs[msg.subID]; s != nil && s.backlogs > 0 {
+			if s.backlogs--; s.backlogs == 0 {
+				s.lastSeen = max(s.lastSeen, s.backlogMax)
+			}
 		}
 		l.mu.Unlock()
 		return l.deliver(ctx, Incoming{SubID: msg.subID, EOSE: true})
@@ -685,7 +712,7 @@ func (l *Live) handleEvent(ctx context.Context, msg relayMessage) error {
 	at := min(ev.CreatedAt, nostr.Timestamp(received.Unix()))
 	l.mu.Lock()
 	if s := l.subs[msg.subID]; s != nil {
-		if s.inBacklog {
+		if s.backlogs > 0 {
 			s.backlogMax = max(s.backlogMax, at)
 		} else {
 			s.lastSeen = max(s.lastSeen, at)
