@@ -65,6 +65,7 @@ type Harness struct {
 
 	channels map[string]*channel // subscribed channels by id
 	removed  map[string]bool     // channels we were removed from while a turn ran
+	subs     subGroups           // the channels' group subscriptions
 	seen     *client.IDSet       // event ids already accepted (a replay never prompts twice)
 	lookups  memberLookups       // membership lookups running off the loop
 
@@ -102,6 +103,7 @@ func New(cfg Config) (*Harness, error) {
 		gate:          Gate{Mode: cfg.RespondTo, Owner: cfg.Owner, Allowlist: cfg.Allowlist},
 		channels:      map[string]*channel{},
 		removed:       map[string]bool{},
+		subs:          newSubGroups(),
 		lookups:       memberLookups{started: map[string]int{}, done: make(chan membershipCheck, 16)},
 		seen:          client.NewIDSet(20000),
 		inflight:      map[scopeKey]context.CancelCauseFunc{},
@@ -204,6 +206,7 @@ func (h *Harness) serve(ctx context.Context, liveErr <-chan error) error {
 		heartbeats = hb.C
 	}
 	for {
+		h.flushSubs() // what the last step changed: one REQ per changed group
 		h.dispatch(ctx)
 		select {
 		case <-ctx.Done():

@@ -1,0 +1,143 @@
+package harness
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nbd-wtf/go-nostr"
+)
+
+// subRecorder stands in for the live session: it records REQs and CLOSEs and answers Resume
+// with a floor the test sets.
+type subRecorder struct {
+	subs   map[string]nostr.Filter
+	floors map[string]nostr.Timestamp
+	reqs   []string
+	closes []string
+}
+
+func newSubRecorder() *subRecorder {
+	return &subRecorder{subs: map[string]nostr.Filter{}, floors: map[string]nostr.Timestamp{}}
+}
+
+func (r *subRecorder) Subscribe(id string, f nostr.Filter) {
+	r.subs[id] = f
+	r.reqs = append(r.reqs, id)
+	delete(r.floors, id)
+}
+
+func (r *subRecorder) Unsubscribe(id string) {
+	delete(r.subs, id)
+	r.closes = append(r.closes, id)
+}
+
+func (r *subRecorder) Resume(id string) (*nostr.Timestamp, bool) {
+	f, ok := r.subs[id]
+	if !ok {
+		return nil, false
+	}
+	if fl, ok := r.floors[id]; ok {
+		return &fl, true
+	}
+	return f.Since, true
+}
+
+func hFilter(ids []string) nostr.Filter { return nostr.Filter{Tags: nostr.TagMap{"h": ids}} }
+
+func chanID(i int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", i) }
+
+func TestThousandChannelsUseTenSubscriptionsEachChannelInOne(t *testing.T) {
+	g, rec := newSubGroups(), newSubRecorder()
+	start := time.Unix(1_000_000, 0)
+	for i := range 1000 {
+		g.add(chanID(i), start)
+	}
+	g.flush(rec, hFilter)
+	if len(rec.subs) != 10 || len(rec.reqs) != 10 {
+		t.Fatalf("%d subscriptions (%d REQs), want 10", len(rec.subs), len(rec.reqs))
+	}
+	covered := map[string]int{}
+	for _, f := range rec.subs {
+		if len(f.Tags["h"]) > subGroupSize {
+			t.Fatalf("a REQ lists %d channels, over %d", len(f.Tags["h"]), subGroupSize)
+		}
+		if *f.Since != nostr.Timestamp(start.Unix()) {
+			t.Fatalf("since %d, want %d", *f.Since, start.Unix())
+		}
+		for _, id := range f.Tags["h"] {
+			covered[id]++
+		}
+	}
+	for i := range 1000 {
+		if covered[chanID(i)] != 1 {
+			t.Fatalf("channel %d is in %d subscriptions", i, covered[chanID(i)])
+		}
+	}
+}
+
+// A joined channel re-sends only its group's REQ, from the earlier of the group's resume point
+// and the channel's own since; the channel that left does the same, and an emptied group closes.
+func TestJoinAndLeaveResendOnlyTheirGroupFromASinceThatLosesNothing(t *testing.T) {
+	g, rec := newSubGroups(), newSubRecorder()
+	start := time.Unix(1_000_000, 0)
+	for i := range 150 {
+		g.add(chanID(i), start)
+	}
+	g.flush(rec, hFilter)
+	rec.reqs = nil
+	rec.floors[groupSubID(0)] = 1_000_500 // group 0 has delivered up to here
+	rec.floors[groupSubID(1)] = 1_000_900
+
+	g.remove(chanID(3)) // room in group 0
+	joined := time.Unix(1_000_200, 0)
+	g.add(chanID(1000), joined)
+	g.flush(rec, hFilter)
+	if len(rec.reqs) != 1 || rec.reqs[0] != groupSubID(0) {
+		t.Fatalf("REQs %v, want only %s", rec.reqs, groupSubID(0))
+	}
+	f := rec.subs[groupSubID(0)]
+	if *f.Since != 1_000_200 {
+		t.Fatalf("since %d, want the joined channel's 1000200 (before the group's floor)", *f.Since)
+	}
+	if len(f.Tags["h"]) != 100 {
+		t.Fatalf("group 0 lists %d channels, want 100", len(f.Tags["h"]))
+	}
+
+	rec.reqs = nil
+	g.remove(chanID(120))
+	g.flush(rec, hFilter)
+	if len(rec.reqs) != 1 || rec.reqs[0] != groupSubID(1) || *rec.subs[groupSubID(1)].Since != 1_000_900 {
+		t.Fatalf("after a leave: REQs %v since %v, want %s from its floor 1000900", rec.reqs, rec.subs[groupSubID(1)].Since, groupSubID(1))
+	}
+	for i := 100; i < 150; i++ {
+		g.remove(chanID(i))
+	}
+	g.flush(rec, hFilter)
+	if len(rec.closes) != 1 || rec.closes[0] != groupSubID(1) || g.count() != 1 {
+		t.Fatalf("closes %v, groups %d; want %s closed and 1 group left", rec.closes, g.count(), groupSubID(1))
+	}
+	g.add(chanID(2000), joined) // reuses the freed number
+	g.flush(rec, hFilter)
+	if _, ok := rec.subs[groupSubID(1)]; !ok || g.count() != 2 {
+		t.Fatalf("a new group did not reuse %s", groupSubID(1))
+	}
+}
+
+// A group the relay closed (the live session forgot it) starts over from where it last asked.
+func TestClosedGroupIsResentFromWhereItLastAsked(t *testing.T) {
+	g, rec := newSubGroups(), newSubRecorder()
+	start := time.Unix(1_000_000, 0)
+	for i := range 5 {
+		g.add(chanID(i), start)
+	}
+	g.flush(rec, hFilter)
+	delete(rec.subs, groupSubID(0)) // the relay's CLOSED: Live forgets the id
+	g.closed(0)
+	g.remove(chanID(1))
+	rec.reqs = nil
+	g.flush(rec, hFilter)
+	if len(rec.reqs) != 1 || *rec.subs[groupSubID(0)].Since != nostr.Timestamp(start.Unix()) || len(rec.subs[groupSubID(0)].Tags["h"]) != 4 {
+		t.Fatalf("REQs %v filter %+v, want group 0 again from %d with 4 channels", rec.reqs, rec.subs[groupSubID(0)], start.Unix())
+	}
+}
