@@ -12,7 +12,7 @@ import (
 	"github.com/buzz-harness/buzz/internal/relay/relaytest"
 )
 
-func testKey(t *testing.T) (sk, pk string) {
+func testKey(t testing.TB) (sk, pk string) {
 	t.Helper()
 	sk = nostr.GeneratePrivateKey()
 	pk, err := protocol.PublicKey(sk)

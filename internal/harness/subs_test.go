@@ -1,11 +1,16 @@
 package harness
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/buzz-harness/buzz/internal/client"
+	"github.com/buzz-harness/buzz/internal/relay/relaytest"
 )
 
 // subRecorder stands in for the live session: it records REQs and CLOSEs and answers Resume
@@ -139,5 +144,69 @@ func TestClosedGroupIsResentFromWhereItLastAsked(t *testing.T) {
 	g.flush(rec, hFilter)
 	if len(rec.reqs) != 1 || *rec.subs[groupSubID(0)].Since != nostr.Timestamp(start.Unix()) || len(rec.subs[groupSubID(0)].Tags["h"]) != 4 {
 		t.Fatalf("REQs %v filter %+v, want group 0 again from %d with 4 channels", rec.reqs, rec.subs[groupSubID(0)], start.Unix())
+	}
+}
+
+// BenchmarkSubscribe1000Channels is one live session listening to 1,000 channels through the
+// real relay, from connect until every subscription's stored history is in (EOSE): one REQ per
+// channel (before) against the groups of subGroupSize (now). It reports the subscriptions held
+// and the REQ bytes sent.
+func BenchmarkSubscribe1000Channels(b *testing.B) {
+	r := relaytest.Start(b)
+	sk, pk := testKey(b)
+	ids := make([]string, 1000)
+	for i := range ids {
+		ids[i] = chanID(i)
+	}
+	filter := func(ids []string) nostr.Filter {
+		return nostr.Filter{Kinds: []int{9}, Tags: nostr.TagMap{"h": ids, "p": {pk}}}
+	}
+	plans := map[string]func() map[string]nostr.Filter{
+		"per-channel": func() map[string]nostr.Filter {
+			out := map[string]nostr.Filter{}
+			for _, id := range ids {
+				out["ch-"+id] = filter([]string{id})
+			}
+			return out
+		},
+		"grouped": func() map[string]nostr.Filter {
+			g, rec := newSubGroups(), newSubRecorder()
+			for _, id := range ids {
+				g.add(id, time.Now())
+			}
+			g.flush(rec, filter)
+			return rec.subs
+		},
+	}
+	for _, name := range []string{"per-channel", "grouped"} {
+		b.Run(name, func(b *testing.B) {
+			var subs, bytes int
+			for b.Loop() {
+				plan := plans[name]()
+				subs, bytes = len(plan), 0
+				ctx, cancel := context.WithCancel(context.Background())
+				live := client.NewLive(client.LiveConfig{RelayURL: r.URL, SecretKey: sk})
+				for id, f := range plan {
+					raw, _ := json.Marshal([]any{"REQ", id, f})
+					bytes += len(raw)
+					live.Subscribe(id, f)
+				}
+				done := make(chan error, 1)
+				go func() { done <- live.Run(ctx) }()
+				for eose := 0; eose < len(plan); {
+					in := <-live.Events()
+					switch {
+					case in.EOSE:
+						eose++
+					case in.Closed != "":
+						b.Fatalf("relay closed %s: %s", in.SubID, in.Closed)
+					}
+				}
+				cancel()
+				<-done
+			}
+			b.ReportMetric(float64(subs), "subs")
+			b.ReportMetric(float64(bytes), "req-bytes")
+		})
 	}
 }
