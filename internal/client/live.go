@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -114,7 +115,7 @@ type sendQueue struct {
 }
 
 type liveSub struct {
-	filter   nostr.Filter
+	filters  []nostr.Filter
 	lastSeen nostr.Timestamp // newest created_at delivered on this sub, after its backlog
 	// Stored events come newest first, so until EOSE the newest delivered one says nothing about
 	// the older ones still to come: a reconnect then must ask from the old floor again. backlogs
@@ -220,12 +221,13 @@ func jitter20(d time.Duration, r float64) time.Duration {
 // when Run returns. A slow reader stalls the socket (and, past the pong deadline, reconnects).
 func (l *Live) Events() <-chan Incoming { return l.events }
 
-// Subscribe sets the desired subscription id to f and, if connected, queues its REQ; it is
-// re-sent on every reconnect. On a re-send, since becomes max(f.Since, newest delivered
-// created_at − 5 s) so nothing published while disconnected is missed. Replacing an id's filter
-// takes f.Since as given: the floor learned from delivered events starts over, as they say
-// nothing about what f adds (use Resume to continue from it). It never waits on the network.
-func (l *Live) Subscribe(id string, f nostr.Filter) {
+// Subscribe sets the desired subscription id to filters (one REQ; the relay applies each
+// filter's limit to its own history) and, if connected, queues its REQ; it is re-sent on every
+// reconnect. On a re-send, each since becomes max(since, newest delivered created_at − 5 s) so
+// nothing published while disconnected is missed. Replacing an id's filters takes their sinces
+// as given: the floor learned from delivered events starts over, as they say nothing about what
+// the new filters add (use Resume to continue from it). It never waits on the network.
+func (l *Live) Subscribe(id string, filters ...nostr.Filter) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.subs[id]
@@ -233,15 +235,15 @@ func (l *Live) Subscribe(id string, f nostr.Filter) {
 		s = &liveSub{}
 		l.subs[id] = s
 	}
-	s.filter, s.lastSeen, s.backlogMax = f, 0, 0
+	s.filters, s.lastSeen, s.backlogMax = slices.Clone(filters), 0, 0
 	if l.out != nil {
-		l.queueLocked(l.out, reqMessage(id, s.reqFilter(false)))
+		l.queueLocked(l.out, reqMessage(id, s.reqFilters(false)))
 	}
 }
 
-// Resume returns the since a re-send of id would ask from now (nil since: from the start); ok
-// is false when id is not subscribed. A caller replacing id's filter passes at most this since
-// for what the old filter covered, so nothing between the two is missed.
+// Resume returns the earliest since a re-send of id would ask from now (nil: from the start);
+// ok is false when id is not subscribed. A caller replacing id's filters passes at most this
+// since for what the old ones covered, so nothing between the two is missed.
 func (l *Live) Resume(id string) (since *nostr.Timestamp, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -249,7 +251,16 @@ func (l *Live) Resume(id string) (since *nostr.Timestamp, ok bool) {
 	if s == nil {
 		return nil, false
 	}
-	return s.floor(), true
+	for i, f := range s.filters {
+		fl := s.floor(f)
+		if fl == nil {
+			return nil, true
+		}
+		if i == 0 || *fl < *since {
+			since = fl
+		}
+	}
+	return since, true
 }
 
 // Unsubscribe queues CLOSE for id (if connected) and forgets it. It never waits on the network.
@@ -276,29 +287,40 @@ func (l *Live) Subscriptions() []string {
 	return out
 }
 
-// reqFilter is the filter of a REQ about to be sent: on a fresh connection (whose earlier
+// reqFilters are the filters of a REQ about to be sent: on a fresh connection (whose earlier
 // REQs' EOSEs will never come) or in addition to REQs still in flight on this one.
-func (s *liveSub) reqFilter(fresh bool) nostr.Filter {
+func (s *liveSub) reqFilters(fresh bool) []nostr.Filter {
 	if fresh {
 		s.backlogs, s.backlogMax = 0, 0
 	}
 	s.backlogs++
-	f := s.filter
-	f.Since = s.floor()
-	return f
+	out := make([]nostr.Filter, len(s.filters))
+	for i, f := range s.filters {
+		f.Since = s.floor(f)
+		out[i] = f
+	}
+	return out
 }
 
-func (s *liveSub) floor() *nostr.Timestamp {
+// floor is where a re-send of filter f asks from.
+func (s *liveSub) floor(f nostr.Filter) *nostr.Timestamp {
 	if s.lastSeen > 0 {
 		since := s.lastSeen - resubscribeSkew
-		if s.filter.Since == nil || *s.filter.Since < since {
+		if f.Since == nil || *f.Since < since {
 			return &since
 		}
 	}
-	return s.filter.Since
+	return f.Since
 }
 
-func reqMessage(id string, f nostr.Filter) []any { return []any{"REQ", id, f} }
+func reqMessage(id string, filters []nostr.Filter) []any {
+	msg := make([]any, 0, 2+len(filters))
+	msg = append(msg, "REQ", id)
+	for _, f := range filters {
+		msg = append(msg, f)
+	}
+	return msg
+}
 
 // Connected returns a channel that is closed once a session is authenticated and its
 // subscriptions are sent. After a disconnect a new (open) channel is returned.
@@ -430,7 +452,7 @@ func (l *Live) session(ctx context.Context, url string) (wasReady bool, err erro
 	l.mu.Lock()
 	initial := make([][]byte, 0, len(l.subs))
 	for id, s := range l.subs {
-		if raw, err := json.Marshal(reqMessage(id, s.reqFilter(true))); err == nil {
+		if raw, err := json.Marshal(reqMessage(id, s.reqFilters(true))); err == nil {
 			initial = append(initial, raw)
 		}
 	}

@@ -256,13 +256,13 @@ func TestLiveConnectionLostBeforeEOSEResubscribesFromTheOldFloor(t *testing.T) {
 
 func TestLiveResubscribeKeepsLaterFilterSince(t *testing.T) {
 	since := nostr.Timestamp(2000)
-	s := &liveSub{filter: nostr.Filter{Since: &since}, lastSeen: 1000}
-	if got := s.reqFilter(true); *got.Since != 2000 {
-		t.Fatalf("since = %d, want 2000", *got.Since)
+	s := &liveSub{filters: []nostr.Filter{{Since: &since}}, lastSeen: 1000}
+	if got := s.reqFilters(true); *got[0].Since != 2000 {
+		t.Fatalf("since = %d, want 2000", *got[0].Since)
 	}
 	s.lastSeen = 3000
-	if got := s.reqFilter(true); *got.Since != 2995 || *s.filter.Since != 2000 {
-		t.Fatalf("since = %d (filter %d), want 2995 without mutating the desired filter", *got.Since, *s.filter.Since)
+	if got := s.reqFilters(true); *got[0].Since != 2995 || *s.filters[0].Since != 2000 {
+		t.Fatalf("since = %d (filter %d), want 2995 without mutating the desired filter", *got[0].Since, *s.filters[0].Since)
 	}
 }
 
@@ -575,5 +575,16 @@ func TestLiveReplacedFilterResubscribesFromItsOwnSinceUntilItsOwnEOSE(t *testing
 	}
 	if _, ok := l.Resume("nope"); ok {
 		t.Fatal("Resume of an unknown id reports ok")
+	}
+}
+
+// Each filter of a subscription keeps its own since on a re-send, raised to the delivered floor
+// only where that is later.
+func TestLiveResubscribeRaisesEachFilterToTheFloorOnlyWhereLater(t *testing.T) {
+	early, late := nostr.Timestamp(100), nostr.Timestamp(3000)
+	s := &liveSub{filters: []nostr.Filter{{Since: &early}, {Since: &late}}, lastSeen: 2000}
+	got := s.reqFilters(true)
+	if len(got) != 2 || *got[0].Since != 1995 || *got[1].Since != 3000 {
+		t.Fatalf("sinces %d, %d; want 1995, 3000", *got[0].Since, *got[1].Since)
 	}
 }

@@ -13,9 +13,15 @@ import (
 // an agent in thousands of channels holds a few dozen subscriptions, far below the relay's
 // per-connection limit (1,024), and each REQ stays a few KB (the relay's frame limit is 512 KB).
 // Joining or leaving re-sends only the affected group's REQ.
+//
+// A group's REQ carries one filter per subFilterSize channels: the relay applies a filter's
+// history limit to that filter alone, so a catch-up after downtime gets up to groupHistoryLimit
+// stored events per ten channels rather than per hundred.
 const (
-	subGroupSize = 100
-	subGroupPfx  = "chs-"
+	subGroupSize      = 100
+	subFilterSize     = 10 // subGroupSize/subFilterSize filters per REQ; the relay allows 10
+	groupHistoryLimit = 2000
+	subGroupPfx       = "chs-"
 )
 
 // maxChannels bounds the channels one harness listens to. Past it, channels the owner shares
@@ -115,7 +121,7 @@ func (g *subGroups) count() int {
 
 // subscriber is what flush needs of the live session.
 type subscriber interface {
-	Subscribe(id string, f nostr.Filter)
+	Subscribe(id string, filters ...nostr.Filter)
 	Unsubscribe(id string)
 	Resume(id string) (*nostr.Timestamp, bool)
 }
@@ -150,9 +156,13 @@ func (g *subGroups) flush(live subscriber, filter func(ids []string) nostr.Filte
 			since = grp.sent
 		}
 		grp.pending, grp.sent = time.Time{}, since
-		f := filter(g.members(n))
-		f.Since = ptrTS(since)
-		live.Subscribe(sub, f)
+		var fs []nostr.Filter
+		for ids := range slices.Chunk(g.members(n), subFilterSize) {
+			f := filter(ids)
+			f.Since, f.Limit = ptrTS(since), groupHistoryLimit
+			fs = append(fs, f)
+		}
+		live.Subscribe(sub, fs...)
 	}
 }
 

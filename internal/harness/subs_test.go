@@ -16,18 +16,18 @@ import (
 // subRecorder stands in for the live session: it records REQs and CLOSEs and answers Resume
 // with a floor the test sets.
 type subRecorder struct {
-	subs   map[string]nostr.Filter
+	subs   map[string][]nostr.Filter
 	floors map[string]nostr.Timestamp
 	reqs   []string
 	closes []string
 }
 
 func newSubRecorder() *subRecorder {
-	return &subRecorder{subs: map[string]nostr.Filter{}, floors: map[string]nostr.Timestamp{}}
+	return &subRecorder{subs: map[string][]nostr.Filter{}, floors: map[string]nostr.Timestamp{}}
 }
 
-func (r *subRecorder) Subscribe(id string, f nostr.Filter) {
-	r.subs[id] = f
+func (r *subRecorder) Subscribe(id string, fs ...nostr.Filter) {
+	r.subs[id] = fs
 	r.reqs = append(r.reqs, id)
 	delete(r.floors, id)
 }
@@ -38,14 +38,33 @@ func (r *subRecorder) Unsubscribe(id string) {
 }
 
 func (r *subRecorder) Resume(id string) (*nostr.Timestamp, bool) {
-	f, ok := r.subs[id]
+	fs, ok := r.subs[id]
 	if !ok {
 		return nil, false
 	}
 	if fl, ok := r.floors[id]; ok {
 		return &fl, true
 	}
-	return f.Since, true
+	return fs[0].Since, true
+}
+
+// channelsOf lists the channels of a recorded REQ, checking every filter's since and size.
+func channelsOf(t *testing.T, fs []nostr.Filter, since nostr.Timestamp) []string {
+	t.Helper()
+	var ids []string
+	for _, f := range fs {
+		if f.Since == nil || *f.Since != since {
+			t.Fatalf("a filter's since is %v, want %d", f.Since, since)
+		}
+		if len(f.Tags["h"]) > subFilterSize {
+			t.Fatalf("a filter lists %d channels, over %d", len(f.Tags["h"]), subFilterSize)
+		}
+		ids = append(ids, f.Tags["h"]...)
+	}
+	if len(fs) > 10 {
+		t.Fatalf("%d filters in one REQ; the relay takes 10", len(fs))
+	}
+	return ids
 }
 
 func hFilter(ids []string) nostr.Filter { return nostr.Filter{Tags: nostr.TagMap{"h": ids}} }
@@ -63,14 +82,8 @@ func TestThousandChannelsUseTenSubscriptionsEachChannelInOne(t *testing.T) {
 		t.Fatalf("%d subscriptions (%d REQs), want 10", len(rec.subs), len(rec.reqs))
 	}
 	covered := map[string]int{}
-	for _, f := range rec.subs {
-		if len(f.Tags["h"]) > subGroupSize {
-			t.Fatalf("a REQ lists %d channels, over %d", len(f.Tags["h"]), subGroupSize)
-		}
-		if *f.Since != nostr.Timestamp(start.Unix()) {
-			t.Fatalf("since %d, want %d", *f.Since, start.Unix())
-		}
-		for _, id := range f.Tags["h"] {
+	for _, fs := range rec.subs {
+		for _, id := range channelsOf(t, fs, nostr.Timestamp(start.Unix())) {
 			covered[id]++
 		}
 	}
@@ -101,20 +114,18 @@ func TestJoinAndLeaveResendOnlyTheirGroupFromASinceThatLosesNothing(t *testing.T
 	if len(rec.reqs) != 1 || rec.reqs[0] != groupSubID(0) {
 		t.Fatalf("REQs %v, want only %s", rec.reqs, groupSubID(0))
 	}
-	f := rec.subs[groupSubID(0)]
-	if *f.Since != 1_000_200 {
-		t.Fatalf("since %d, want the joined channel's 1000200 (before the group's floor)", *f.Since)
-	}
-	if len(f.Tags["h"]) != 100 {
-		t.Fatalf("group 0 lists %d channels, want 100", len(f.Tags["h"]))
+	// The joined channel's since is before the group's floor.
+	if ids := channelsOf(t, rec.subs[groupSubID(0)], 1_000_200); len(ids) != 100 {
+		t.Fatalf("group 0 lists %d channels, want 100", len(ids))
 	}
 
 	rec.reqs = nil
 	g.remove(chanID(120))
 	g.flush(rec, hFilter)
-	if len(rec.reqs) != 1 || rec.reqs[0] != groupSubID(1) || *rec.subs[groupSubID(1)].Since != 1_000_900 {
-		t.Fatalf("after a leave: REQs %v since %v, want %s from its floor 1000900", rec.reqs, rec.subs[groupSubID(1)].Since, groupSubID(1))
+	if len(rec.reqs) != 1 || rec.reqs[0] != groupSubID(1) {
+		t.Fatalf("after a leave: REQs %v, want %s", rec.reqs, groupSubID(1))
 	}
+	channelsOf(t, rec.subs[groupSubID(1)], 1_000_900) // from its floor
 	for i := 100; i < 150; i++ {
 		g.remove(chanID(i))
 	}
@@ -142,8 +153,8 @@ func TestClosedGroupIsResentFromWhereItLastAsked(t *testing.T) {
 	g.remove(chanID(1))
 	rec.reqs = nil
 	g.flush(rec, hFilter)
-	if len(rec.reqs) != 1 || *rec.subs[groupSubID(0)].Since != nostr.Timestamp(start.Unix()) || len(rec.subs[groupSubID(0)].Tags["h"]) != 4 {
-		t.Fatalf("REQs %v filter %+v, want group 0 again from %d with 4 channels", rec.reqs, rec.subs[groupSubID(0)], start.Unix())
+	if len(rec.reqs) != 1 || len(channelsOf(t, rec.subs[groupSubID(0)], nostr.Timestamp(start.Unix()))) != 4 {
+		t.Fatalf("REQs %v, want group 0 again from %d with 4 channels", rec.reqs, start.Unix())
 	}
 }
 
@@ -161,15 +172,15 @@ func BenchmarkSubscribe1000Channels(b *testing.B) {
 	filter := func(ids []string) nostr.Filter {
 		return nostr.Filter{Kinds: []int{9}, Tags: nostr.TagMap{"h": ids, "p": {pk}}}
 	}
-	plans := map[string]func() map[string]nostr.Filter{
-		"per-channel": func() map[string]nostr.Filter {
-			out := map[string]nostr.Filter{}
+	plans := map[string]func() map[string][]nostr.Filter{
+		"per-channel": func() map[string][]nostr.Filter {
+			out := map[string][]nostr.Filter{}
 			for _, id := range ids {
-				out["ch-"+id] = filter([]string{id})
+				out["ch-"+id] = []nostr.Filter{filter([]string{id})}
 			}
 			return out
 		},
-		"grouped": func() map[string]nostr.Filter {
+		"grouped": func() map[string][]nostr.Filter {
 			g, rec := newSubGroups(), newSubRecorder()
 			for _, id := range ids {
 				g.add(id, time.Now())
@@ -186,10 +197,10 @@ func BenchmarkSubscribe1000Channels(b *testing.B) {
 				subs, bytes = len(plan), 0
 				ctx, cancel := context.WithCancel(context.Background())
 				live := client.NewLive(client.LiveConfig{RelayURL: r.URL, SecretKey: sk})
-				for id, f := range plan {
-					raw, _ := json.Marshal([]any{"REQ", id, f})
+				for id, fs := range plan {
+					raw, _ := json.Marshal(append([]any{"REQ", id}, anySlice(fs)...))
 					bytes += len(raw)
-					live.Subscribe(id, f)
+					live.Subscribe(id, fs...)
 				}
 				done := make(chan error, 1)
 				go func() { done <- live.Run(ctx) }()
@@ -209,4 +220,12 @@ func BenchmarkSubscribe1000Channels(b *testing.B) {
 			b.ReportMetric(float64(bytes), "req-bytes")
 		})
 	}
+}
+
+func anySlice(fs []nostr.Filter) []any {
+	out := make([]any, len(fs))
+	for i, f := range fs {
+		out[i] = f
+	}
+	return out
 }
