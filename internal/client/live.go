@@ -61,6 +61,10 @@ type Incoming struct {
 	Event    *nostr.Event
 	EOSE     bool
 	Closed   string    // CLOSED reason
+	// Resume, with a CLOSED that ended the subscription for good, is the since a new
+	// subscription would continue from (Live.Resume just before it was forgotten; nil: from the
+	// start), so a caller re-subscribing what it still may read loses nothing.
+	Resume *nostr.Timestamp
 	Received time.Time // when the EVENT frame was taken off the socket (for latency figures)
 }
 
@@ -251,16 +255,21 @@ func (l *Live) Resume(id string) (since *nostr.Timestamp, ok bool) {
 	if s == nil {
 		return nil, false
 	}
+	return s.earliest(), true
+}
+
+// earliest is the earliest since a re-send would ask from (nil: from the start).
+func (s *liveSub) earliest() (since *nostr.Timestamp) {
 	for i, f := range s.filters {
 		fl := s.floor(f)
 		if fl == nil {
-			return nil, true
+			return nil
 		}
 		if i == 0 || *fl < *since {
 			since = fl
 		}
 	}
-	return since, true
+	return since
 }
 
 // Unsubscribe queues CLOSE for id (if connected) and forgets it. It never waits on the network.
@@ -753,13 +762,17 @@ func (l *Live) handleClosed(ctx context.Context, msg relayMessage) error {
 	// CLOSED is delivered, so whoever reads it already sees the subscription gone.
 	final := strings.HasPrefix(msg.message, "restricted:") || strings.HasPrefix(msg.message, "invalid:") ||
 		strings.HasPrefix(msg.message, "blocked:")
+	in := Incoming{SubID: msg.subID, Closed: msg.message}
 	if final {
 		l.log.Warn("relay closed subscription for good", "sub", msg.subID, "reason", msg.message)
 		l.mu.Lock()
+		if s := l.subs[msg.subID]; s != nil {
+			in.Resume = s.earliest()
+		}
 		delete(l.subs, msg.subID)
 		l.mu.Unlock()
 	}
-	if err := l.deliver(ctx, Incoming{SubID: msg.subID, Closed: msg.message}); err != nil {
+	if err := l.deliver(ctx, in); err != nil {
 		return err
 	}
 	if final {

@@ -588,3 +588,23 @@ func TestLiveResubscribeRaisesEachFilterToTheFloorOnlyWhereLater(t *testing.T) {
 		t.Fatalf("sinces %d, %d; want 1995, 3000", *got[0].Since, *got[1].Since)
 	}
 }
+
+// A subscription closed for good reports where it would have resumed, so the caller can ask
+// again for what it still may read without a gap.
+func TestLiveClosedForGoodReportsWhereItWouldResume(t *testing.T) {
+	fr := newFakeRelay(t)
+	since := nostr.Timestamp(100)
+	l, _ := startLive(t, fr, func(l *Live) { l.Subscribe("g", nostr.Filter{Kinds: []int{9}, Since: &since}) })
+	fc := fr.accept(t)
+	fc.authenticate()
+	fc.req()
+	fc.send("EVENT", "g", signedEvent(t, 1000, "stored"))
+	fc.send("EOSE", "g")
+	recv(t, l)
+	recv(t, l)
+	fc.send("CLOSED", "g", "restricted: channel access revoked")
+	in := recv(t, l)
+	if in.Closed == "" || in.Resume == nil || *in.Resume != 995 {
+		t.Fatalf("got %+v (resume %v), want the CLOSED with resume 995", in, in.Resume)
+	}
+}

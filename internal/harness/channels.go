@@ -102,7 +102,7 @@ func (h *Harness) subscribe(c *channel, since time.Time) {
 	}
 	h.channels[c.ID] = c
 	delete(h.removed, c.ID)
-	h.subs.add(c.ID, since)
+	h.subs.add(c.ID, since, c.OwnerShared)
 	h.log.Info("subscribed", "channel", c.ID, "name", c.Name, "type", c.Type)
 }
 
@@ -153,7 +153,7 @@ func (h *Harness) handleIncoming(ctx context.Context, in client.Incoming) {
 		n, isGroup := groupOf(in.SubID)
 		switch {
 		case isGroup && strings.HasPrefix(in.Closed, "restricted:"):
-			h.groupRestricted(ctx, n, in.Closed)
+			h.groupRestricted(ctx, n, in.Closed, in.Resume)
 		default:
 			h.log.Warn("relay closed a subscription", "sub", in.SubID, "reason", in.Closed)
 		}
@@ -171,14 +171,17 @@ func (h *Harness) handleIncoming(ctx context.Context, in client.Incoming) {
 // groupRestricted handles the relay refusing a group's REQ: one of its channels is private and
 // the agent may no longer read it (removed, or the relay revoked access). The group goes on
 // at once without its non-open channels, which come back one by one once a membership lookup
-// confirms them, from where the group last asked; the others are left.
-func (h *Harness) groupRestricted(ctx context.Context, n int, reason string) {
+// confirms them, from where the subscription would have resumed; the others are left.
+func (h *Harness) groupRestricted(ctx context.Context, n int, reason string, resume *nostr.Timestamp) {
 	ids := h.subs.members(n)
 	if len(ids) == 0 {
 		return
 	}
-	h.subs.closed(n)
 	since := h.subs.groups[n].sent
+	if resume != nil {
+		since = resume.Time()
+	}
+	h.subs.closed(n, since)
 	var check []string
 	for _, id := range ids {
 		if c := h.channels[id]; c == nil || c.Type != protocol.TypeStream {

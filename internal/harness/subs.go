@@ -37,6 +37,10 @@ type subGroups struct {
 
 type subGroup struct {
 	ids map[string]bool
+	// owner: the group holds channels the owner shares, and only those. Others' channels never
+	// share a subscription with them, so what others do to their channels (a private one taken
+	// away closes its whole subscription) never touches the owner's.
+	owner bool
 	// pending is the earliest since of channels added since the group's REQ was last sent
 	// (zero: none); dirty says the REQ must be sent again.
 	pending time.Time
@@ -62,18 +66,21 @@ func groupOf(subID string) (int, bool) {
 
 func (g *subGroups) has(id string) bool { _, ok := g.of[id]; return ok }
 
-// add puts a channel in the first group with room; since is where its events must start.
-func (g *subGroups) add(id string, since time.Time) {
+// add puts a channel in the first group of its kind (owner-shared or not) with room; since is
+// where its events must start.
+func (g *subGroups) add(id string, since time.Time, owner bool) {
 	if g.has(id) {
 		return
 	}
-	n := slices.IndexFunc(g.groups, func(x *subGroup) bool { return x == nil || len(x.ids) < subGroupSize })
+	n := slices.IndexFunc(g.groups, func(x *subGroup) bool {
+		return x == nil || (x.owner == owner && len(x.ids) < subGroupSize)
+	})
 	if n < 0 {
 		n = len(g.groups)
 		g.groups = append(g.groups, nil)
 	}
 	if g.groups[n] == nil {
-		g.groups[n] = &subGroup{ids: map[string]bool{}}
+		g.groups[n] = &subGroup{ids: map[string]bool{}, owner: owner}
 	}
 	grp := g.groups[n]
 	grp.ids[id] = true
@@ -166,14 +173,14 @@ func (g *subGroups) flush(live subscriber, filter func(ids []string) nostr.Filte
 	}
 }
 
-// closed forgets that group n's REQ was sent (the relay closed it): its channels start over
-// from where it last asked when it is sent again.
-func (g *subGroups) closed(n int) {
+// closed records that the relay closed group n's subscription, which would have resumed from
+// since: its channels continue from there when it is sent again.
+func (g *subGroups) closed(n int, since time.Time) {
 	if n < len(g.groups) && g.groups[n] != nil {
 		grp := g.groups[n]
-		grp.dirty = true
-		if grp.pending.IsZero() || grp.sent.Before(grp.pending) {
-			grp.pending = grp.sent
+		grp.dirty, grp.sent = true, since
+		if grp.pending.IsZero() || since.Before(grp.pending) {
+			grp.pending = since
 		}
 	}
 }

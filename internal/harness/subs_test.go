@@ -75,7 +75,7 @@ func TestThousandChannelsUseTenSubscriptionsEachChannelInOne(t *testing.T) {
 	g, rec := newSubGroups(), newSubRecorder()
 	start := time.Unix(1_000_000, 0)
 	for i := range 1000 {
-		g.add(chanID(i), start)
+		g.add(chanID(i), start, false)
 	}
 	g.flush(rec, hFilter)
 	if len(rec.subs) != 10 || len(rec.reqs) != 10 {
@@ -100,7 +100,7 @@ func TestJoinAndLeaveResendOnlyTheirGroupFromASinceThatLosesNothing(t *testing.T
 	g, rec := newSubGroups(), newSubRecorder()
 	start := time.Unix(1_000_000, 0)
 	for i := range 150 {
-		g.add(chanID(i), start)
+		g.add(chanID(i), start, false)
 	}
 	g.flush(rec, hFilter)
 	rec.reqs = nil
@@ -109,7 +109,7 @@ func TestJoinAndLeaveResendOnlyTheirGroupFromASinceThatLosesNothing(t *testing.T
 
 	g.remove(chanID(3)) // room in group 0
 	joined := time.Unix(1_000_200, 0)
-	g.add(chanID(1000), joined)
+	g.add(chanID(1000), joined, false)
 	g.flush(rec, hFilter)
 	if len(rec.reqs) != 1 || rec.reqs[0] != groupSubID(0) {
 		t.Fatalf("REQs %v, want only %s", rec.reqs, groupSubID(0))
@@ -133,28 +133,29 @@ func TestJoinAndLeaveResendOnlyTheirGroupFromASinceThatLosesNothing(t *testing.T
 	if len(rec.closes) != 1 || rec.closes[0] != groupSubID(1) || g.count() != 1 {
 		t.Fatalf("closes %v, groups %d; want %s closed and 1 group left", rec.closes, g.count(), groupSubID(1))
 	}
-	g.add(chanID(2000), joined) // reuses the freed number
+	g.add(chanID(2000), joined, false) // reuses the freed number
 	g.flush(rec, hFilter)
 	if _, ok := rec.subs[groupSubID(1)]; !ok || g.count() != 2 {
 		t.Fatalf("a new group did not reuse %s", groupSubID(1))
 	}
 }
 
-// A group the relay closed (the live session forgot it) starts over from where it last asked.
+// A group the relay closed (the live session forgot it) is sent again from where it would have
+// resumed.
 func TestClosedGroupIsResentFromWhereItLastAsked(t *testing.T) {
 	g, rec := newSubGroups(), newSubRecorder()
 	start := time.Unix(1_000_000, 0)
 	for i := range 5 {
-		g.add(chanID(i), start)
+		g.add(chanID(i), start, false)
 	}
 	g.flush(rec, hFilter)
 	delete(rec.subs, groupSubID(0)) // the relay's CLOSED: Live forgets the id
-	g.closed(0)
+	g.closed(0, time.Unix(1_000_300, 0))
 	g.remove(chanID(1))
 	rec.reqs = nil
 	g.flush(rec, hFilter)
-	if len(rec.reqs) != 1 || len(channelsOf(t, rec.subs[groupSubID(0)], nostr.Timestamp(start.Unix()))) != 4 {
-		t.Fatalf("REQs %v, want group 0 again from %d with 4 channels", rec.reqs, start.Unix())
+	if len(rec.reqs) != 1 || len(channelsOf(t, rec.subs[groupSubID(0)], 1_000_300)) != 4 {
+		t.Fatalf("REQs %v, want group 0 again from 1000300 with 4 channels", rec.reqs)
 	}
 }
 
@@ -183,7 +184,7 @@ func BenchmarkSubscribe1000Channels(b *testing.B) {
 		"grouped": func() map[string][]nostr.Filter {
 			g, rec := newSubGroups(), newSubRecorder()
 			for _, id := range ids {
-				g.add(id, time.Now())
+				g.add(id, time.Now(), false)
 			}
 			g.flush(rec, filter)
 			return rec.subs
@@ -228,4 +229,27 @@ func anySlice(fs []nostr.Filter) []any {
 		out[i] = f
 	}
 	return out
+}
+
+// The owner's channels never share a subscription with others' channels, whatever the order
+// they come in.
+func TestOwnerChannelsNeverShareAGroupWithOthers(t *testing.T) {
+	g, rec := newSubGroups(), newSubRecorder()
+	owned := map[string]bool{}
+	for i := range 250 {
+		owned[chanID(i)] = i%7 == 0
+		g.add(chanID(i), time.Unix(1_000_000, 0), owned[chanID(i)])
+	}
+	g.flush(rec, hFilter)
+	for sub, fs := range rec.subs {
+		ids := channelsOf(t, fs, 1_000_000)
+		for _, id := range ids {
+			if owned[id] != owned[ids[0]] {
+				t.Fatalf("%s mixes the owner's channels with others'", sub)
+			}
+		}
+	}
+	if len(rec.subs) != 4 { // 36 owner-shared in one group, 214 others in three
+		t.Fatalf("%d subscriptions, want 4", len(rec.subs))
+	}
 }
