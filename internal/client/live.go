@@ -57,14 +57,14 @@ type LiveConfig struct {
 // Incoming is one thing the relay told a subscription: an event, end of stored events, or a
 // CLOSED with its reason.
 type Incoming struct {
-	SubID    string
-	Event    *nostr.Event
-	EOSE     bool
-	Closed   string    // CLOSED reason
+	SubID  string
+	Event  *nostr.Event
+	EOSE   bool
+	Closed string // CLOSED reason
 	// Resume, with a CLOSED that ended the subscription for good, is the since a new
 	// subscription would continue from (Live.Resume just before it was forgotten; nil: from the
 	// start), so a caller re-subscribing what it still may read loses nothing.
-	Resume *nostr.Timestamp
+	Resume   *nostr.Timestamp
 	Received time.Time // when the EVENT frame was taken off the socket (for latency figures)
 }
 
