@@ -192,9 +192,11 @@ func (h *Harness) groupRestricted(ctx context.Context, n int, reason string, res
 		check = ids
 	}
 	h.log.Warn("relay closed a channel subscription; checking membership", "sub", groupSubID(n), "reason", reason, "checking", len(check), "of", len(ids))
+	// A failed lookup keeps the channel: were it the one taken away, the relay refuses the
+	// group again and we look again, whereas leaving would drop channels we are still in.
 	for _, id := range check {
 		h.subs.remove(id)
-		h.lookup(ctx, id, since, false)
+		h.lookup(ctx, id, since, true)
 	}
 }
 
