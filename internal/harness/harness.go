@@ -206,7 +206,6 @@ func (h *Harness) serve(ctx context.Context, liveErr <-chan error) error {
 		heartbeats = hb.C
 	}
 	for {
-		h.flushSubs() // what the last step changed: one REQ per changed group
 		h.dispatch(ctx)
 		select {
 		case <-ctx.Done():
@@ -225,6 +224,10 @@ func (h *Harness) serve(ctx context.Context, liveErr <-chan error) error {
 		case m := <-h.lookups.done:
 			h.applyMembership(m)
 		case <-tick.C:
+			// Once a second, one REQ per changed channel group: a burst of joins (a flood of
+			// adds) costs the relay one query per group, not one per join. Each channel's
+			// since covers the wait.
+			h.flushSubs()
 			h.pool.maintain(ctx)
 		case <-heartbeats:
 			h.heartbeat(ctx)
