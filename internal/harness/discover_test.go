@@ -67,6 +67,43 @@ func TestDiscoveryPagesPastTheQueryLimitAndFindsEveryChannel(t *testing.T) {
 	}
 }
 
+// Others added the agent to more channels than discovery reads (here 2 pages of 4): the
+// channels the owner shares are found all the same.
+func TestDiscoveryFindsTheOwnersChannelsPastItsPageBound(t *testing.T) {
+	r := relaytest.Start(t)
+	ownerSK, ownerPK := testKey(t)
+	strangerSK, _ := testKey(t)
+	agentSK, agentPK := testKey(t)
+	var owners []string
+	for i := range 3 {
+		id := r.CreateChannel(t, ownerSK, "mine", i == 1) // one of them private
+		r.AddMember(t, ownerSK, id, agentPK, "bot")
+		owners = append(owners, id)
+	}
+	for range 20 { // newer than the owner's: read first
+		id := r.CreateChannel(t, strangerSK, "general", false)
+		r.AddMember(t, strangerSK, id, agentPK, "member")
+	}
+	rc := &relayClient{bridge: client.NewBridge(r.URL, agentSK), self: agentPK,
+		cfg: &Config{Owner: ownerPK}, log: slog.New(slog.DiscardHandler), discoverPage: 4, discoverPages: 2}
+	chans, err := rc.memberChannels(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]bool{}
+	for _, c := range chans {
+		found[c.ID] = c.OwnerShared
+	}
+	if len(found) >= 23 {
+		t.Fatalf("found all %d channels: the page bound did not apply, so this proves nothing", len(found))
+	}
+	for _, id := range owners {
+		if !found[id] {
+			t.Fatalf("the owner's channel %s was not found (or not marked as shared); found %d channels", id, len(found))
+		}
+	}
+}
+
 // Past the cap the channels the owner shares are kept, whatever order discovery found them in.
 func TestKeepChannelsPutsTheOwnersFirstPastTheCap(t *testing.T) {
 	var chans []*channel

@@ -29,8 +29,9 @@ type relayClient struct {
 	log      *slog.Logger
 	now      func() time.Time
 	profiles profileCache
-	// discoverPage overrides discoverPage (tests page through a few channels at a time).
-	discoverPage int
+	// discoverPage and discoverPages override discoverPage and maxDiscoverPages (tests page
+	// through a few channels at a time).
+	discoverPage, discoverPages int
 }
 
 // standing assembles the agent's standing context for a channel session: configured base,
@@ -352,40 +353,28 @@ const (
 
 // memberChannels lists the channels the agent is a member of now (39002 #p self → 39000 #d),
 // restricted to cfg.Channels; archived channels are left out. It pages past the relay's query
-// limit: an agent added to thousands of channels still finds every one.
+// limit: an agent added to thousands of channels still finds every one. The lists naming the
+// owner are paged too, so the channels the owner shares are found even when others have added
+// the agent to more channels than discovery reads.
 func (rc *relayClient) memberChannels(ctx context.Context) ([]*channel, error) {
-	page := rc.discoverPage
-	if page <= 0 {
-		page = discoverPage
-	}
 	var ids []string
 	owned := map[string]bool{}
 	seen := map[string]bool{}
-	f := client.Filter{Filter: nostr.Filter{Kinds: []int{protocol.KindGroupMembers}, Tags: nostr.TagMap{"p": {rc.self}}, Limit: page}}
-	for n := 0; ; n++ {
-		if n == maxDiscoverPages {
-			rc.log.Warn("channel discovery: too many pages; using what was found", "channels", len(ids))
-			break
+	visit := func(list *nostr.Event) {
+		d := protocol.TagValue(list.Tags, "d")
+		if protocol.IsUUID(d) && !seen[d] && protocol.IsMember(list, rc.self) {
+			seen[d] = true
+			ids = append(ids, d)
+			owned[d] = rc.cfg.Owner != "" && protocol.IsMember(list, rc.cfg.Owner)
 		}
-		lists, err := rc.bridge.Query(ctx, f)
-		if err != nil {
+	}
+	if rc.cfg.Owner != "" {
+		if err := rc.pageMemberLists(ctx, rc.cfg.Owner, visit); err != nil {
 			return nil, err
 		}
-		if len(lists) == 0 {
-			break
-		}
-		for i := range lists {
-			d := protocol.TagValue(lists[i].Tags, "d")
-			if protocol.IsUUID(d) && !seen[d] && protocol.IsMember(&lists[i], rc.self) {
-				seen[d] = true
-				ids = append(ids, d)
-				owned[d] = rc.cfg.Owner != "" && protocol.IsMember(&lists[i], rc.cfg.Owner)
-			}
-		}
-		// The relay orders by (created_at desc, id asc); the next page starts after the last.
-		last := lists[len(lists)-1]
-		until := last.CreatedAt
-		f.Until, f.BeforeID = &until, last.ID
+	}
+	if err := rc.pageMemberLists(ctx, rc.self, visit); err != nil {
+		return nil, err
 	}
 	if len(ids) == 0 {
 		return nil, nil
@@ -422,6 +411,39 @@ func (rc *relayClient) memberChannels(ctx context.Context) ([]*channel, error) {
 		}
 	}
 	return out, nil
+}
+
+// pageMemberLists calls visit for every member list (39002) naming pubkey, a page at a time
+// along the relay's (created_at desc, id asc) cursor until a page comes back empty.
+func (rc *relayClient) pageMemberLists(ctx context.Context, pubkey string, visit func(*nostr.Event)) error {
+	page := rc.discoverPage
+	if page <= 0 {
+		page = discoverPage
+	}
+	f := client.Filter{Filter: nostr.Filter{Kinds: []int{protocol.KindGroupMembers}, Tags: nostr.TagMap{"p": {pubkey}}, Limit: page}}
+	pages := rc.discoverPages
+	if pages <= 0 {
+		pages = maxDiscoverPages
+	}
+	for n := 0; ; n++ {
+		if n == pages {
+			rc.log.Warn("channel discovery: too many member lists; using what was found", "pubkey", pubkey, "pages", n)
+			return nil
+		}
+		lists, err := rc.bridge.Query(ctx, f)
+		if err != nil {
+			return err
+		}
+		if len(lists) == 0 {
+			return nil
+		}
+		for i := range lists {
+			visit(&lists[i])
+		}
+		last := lists[len(lists)-1]
+		until := last.CreatedAt
+		f.Until, f.BeforeID = &until, last.ID
+	}
 }
 
 // memberInfo is what a membership lookup found.
