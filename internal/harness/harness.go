@@ -11,6 +11,7 @@
 //
 //	harness.go   Harness, New, Run: the loop and its shutdown
 //	channels.go  the channel table: discovery, subscriptions, membership, leaving
+//	subs.go      channel subscriptions in groups (up to 100 channels per REQ)
 //	intake.go    an event's way in (gate, journal, queue) and the journal replay after a restart
 //	control.go   owner commands and the author gate
 //	queue.go     the per-conversation FIFO, with retry backoff
