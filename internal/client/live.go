@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -56,10 +57,14 @@ type LiveConfig struct {
 // Incoming is one thing the relay told a subscription: an event, end of stored events, or a
 // CLOSED with its reason.
 type Incoming struct {
-	SubID    string
-	Event    *nostr.Event
-	EOSE     bool
-	Closed   string    // CLOSED reason
+	SubID  string
+	Event  *nostr.Event
+	EOSE   bool
+	Closed string // CLOSED reason
+	// Resume, with a CLOSED that ended the subscription for good, is the since a new
+	// subscription would continue from (Live.Resume just before it was forgotten; nil: from the
+	// start), so a caller re-subscribing what it still may read loses nothing.
+	Resume   *nostr.Timestamp
 	Received time.Time // when the EVENT frame was taken off the socket (for latency figures)
 }
 
@@ -114,11 +119,13 @@ type sendQueue struct {
 }
 
 type liveSub struct {
-	filter   nostr.Filter
+	filters  []nostr.Filter
 	lastSeen nostr.Timestamp // newest created_at delivered on this sub, after its backlog
 	// Stored events come newest first, so until EOSE the newest delivered one says nothing about
-	// the older ones still to come: a reconnect then must ask from the old floor again.
-	inBacklog  bool
+	// the older ones still to come: a reconnect then must ask from the old floor again. backlogs
+	// counts the REQs sent for the filter whose EOSE has not come: a re-sent REQ's history is
+	// complete only at its own EOSE, not at the one of the REQ it replaced.
+	backlogs   int
 	backlogMax nostr.Timestamp
 }
 
@@ -218,11 +225,13 @@ func jitter20(d time.Duration, r float64) time.Duration {
 // when Run returns. A slow reader stalls the socket (and, past the pong deadline, reconnects).
 func (l *Live) Events() <-chan Incoming { return l.events }
 
-// Subscribe sets the desired subscription id to f and, if connected, queues its REQ; it is
-// re-sent on every reconnect. On a re-send, since becomes max(f.Since, newest delivered
-// created_at − 5 s) so nothing published while disconnected is missed. It never waits on the
-// network.
-func (l *Live) Subscribe(id string, f nostr.Filter) {
+// Subscribe sets the desired subscription id to filters (one REQ; the relay applies each
+// filter's limit to its own history) and, if connected, queues its REQ; it is re-sent on every
+// reconnect. On a re-send, each since becomes max(since, newest delivered created_at − 5 s) so
+// nothing published while disconnected is missed. Replacing an id's filters takes their sinces
+// as given: the floor learned from delivered events starts over, as they say nothing about what
+// the new filters add (use Resume to continue from it). It never waits on the network.
+func (l *Live) Subscribe(id string, filters ...nostr.Filter) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.subs[id]
@@ -230,10 +239,37 @@ func (l *Live) Subscribe(id string, f nostr.Filter) {
 		s = &liveSub{}
 		l.subs[id] = s
 	}
-	s.filter = f
+	s.filters, s.lastSeen, s.backlogMax = slices.Clone(filters), 0, 0
 	if l.out != nil {
-		l.queueLocked(l.out, reqMessage(id, s.reqFilter()))
+		l.queueLocked(l.out, reqMessage(id, s.reqFilters(false)))
 	}
+}
+
+// Resume returns the earliest since a re-send of id would ask from now (nil: from the start);
+// ok is false when id is not subscribed. A caller replacing id's filters passes at most this
+// since for what the old ones covered, so nothing between the two is missed.
+func (l *Live) Resume(id string) (since *nostr.Timestamp, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.subs[id]
+	if s == nil {
+		return nil, false
+	}
+	return s.earliest(), true
+}
+
+// earliest is the earliest since a re-send would ask from (nil: from the start).
+func (s *liveSub) earliest() (since *nostr.Timestamp) {
+	for i, f := range s.filters {
+		fl := s.floor(f)
+		if fl == nil {
+			return nil
+		}
+		if i == 0 || *fl < *since {
+			since = fl
+		}
+	}
+	return since
 }
 
 // Unsubscribe queues CLOSE for id (if connected) and forgets it. It never waits on the network.
@@ -260,19 +296,40 @@ func (l *Live) Subscriptions() []string {
 	return out
 }
 
-func (s *liveSub) reqFilter() nostr.Filter {
-	s.inBacklog, s.backlogMax = true, 0
-	f := s.filter
+// reqFilters are the filters of a REQ about to be sent: on a fresh connection (whose earlier
+// REQs' EOSEs will never come) or in addition to REQs still in flight on this one.
+func (s *liveSub) reqFilters(fresh bool) []nostr.Filter {
+	if fresh {
+		s.backlogs, s.backlogMax = 0, 0
+	}
+	s.backlogs++
+	out := make([]nostr.Filter, len(s.filters))
+	for i, f := range s.filters {
+		f.Since = s.floor(f)
+		out[i] = f
+	}
+	return out
+}
+
+// floor is where a re-send of filter f asks from.
+func (s *liveSub) floor(f nostr.Filter) *nostr.Timestamp {
 	if s.lastSeen > 0 {
 		since := s.lastSeen - resubscribeSkew
 		if f.Since == nil || *f.Since < since {
-			f.Since = &since
+			return &since
 		}
 	}
-	return f
+	return f.Since
 }
 
-func reqMessage(id string, f nostr.Filter) []any { return []any{"REQ", id, f} }
+func reqMessage(id string, filters []nostr.Filter) []any {
+	msg := make([]any, 0, 2+len(filters))
+	msg = append(msg, "REQ", id)
+	for _, f := range filters {
+		msg = append(msg, f)
+	}
+	return msg
+}
 
 // Connected returns a channel that is closed once a session is authenticated and its
 // subscriptions are sent. After a disconnect a new (open) channel is returned.
@@ -404,7 +461,7 @@ func (l *Live) session(ctx context.Context, url string) (wasReady bool, err erro
 	l.mu.Lock()
 	initial := make([][]byte, 0, len(l.subs))
 	for id, s := range l.subs {
-		if raw, err := json.Marshal(reqMessage(id, s.reqFilter())); err == nil {
+		if raw, err := json.Marshal(reqMessage(id, s.reqFilters(true))); err == nil {
 			initial = append(initial, raw)
 		}
 	}
@@ -621,9 +678,10 @@ func (l *Live) handle(ctx context.Context, raw []byte) error {
 			return nil
 		}
 		l.mu.Lock()
-		if s := l.subs[msg.subID]; s != nil && s.inBacklog {
-			s.inBacklog = false
-			s.lastSeen = max(s.lastSeen, s.backlogMax)
+		if s := l.subs[msg.subID]; s != nil && s.backlogs > 0 {
+			if s.backlogs--; s.backlogs == 0 {
+				s.lastSeen = max(s.lastSeen, s.backlogMax)
+			}
 		}
 		l.mu.Unlock()
 		return l.deliver(ctx, Incoming{SubID: msg.subID, EOSE: true})
@@ -685,7 +743,7 @@ func (l *Live) handleEvent(ctx context.Context, msg relayMessage) error {
 	at := min(ev.CreatedAt, nostr.Timestamp(received.Unix()))
 	l.mu.Lock()
 	if s := l.subs[msg.subID]; s != nil {
-		if s.inBacklog {
+		if s.backlogs > 0 {
 			s.backlogMax = max(s.backlogMax, at)
 		} else {
 			s.lastSeen = max(s.lastSeen, at)
@@ -704,13 +762,17 @@ func (l *Live) handleClosed(ctx context.Context, msg relayMessage) error {
 	// CLOSED is delivered, so whoever reads it already sees the subscription gone.
 	final := strings.HasPrefix(msg.message, "restricted:") || strings.HasPrefix(msg.message, "invalid:") ||
 		strings.HasPrefix(msg.message, "blocked:")
+	in := Incoming{SubID: msg.subID, Closed: msg.message}
 	if final {
 		l.log.Warn("relay closed subscription for good", "sub", msg.subID, "reason", msg.message)
 		l.mu.Lock()
+		if s := l.subs[msg.subID]; s != nil {
+			in.Resume = s.earliest()
+		}
 		delete(l.subs, msg.subID)
 		l.mu.Unlock()
 	}
-	if err := l.deliver(ctx, Incoming{SubID: msg.subID, Closed: msg.message}); err != nil {
+	if err := l.deliver(ctx, in); err != nil {
 		return err
 	}
 	if final {

@@ -256,13 +256,13 @@ func TestLiveConnectionLostBeforeEOSEResubscribesFromTheOldFloor(t *testing.T) {
 
 func TestLiveResubscribeKeepsLaterFilterSince(t *testing.T) {
 	since := nostr.Timestamp(2000)
-	s := &liveSub{filter: nostr.Filter{Since: &since}, lastSeen: 1000}
-	if got := s.reqFilter(); *got.Since != 2000 {
-		t.Fatalf("since = %d, want 2000", *got.Since)
+	s := &liveSub{filters: []nostr.Filter{{Since: &since}}, lastSeen: 1000}
+	if got := s.reqFilters(true); *got[0].Since != 2000 {
+		t.Fatalf("since = %d, want 2000", *got[0].Since)
 	}
 	s.lastSeen = 3000
-	if got := s.reqFilter(); *got.Since != 2995 || *s.filter.Since != 2000 {
-		t.Fatalf("since = %d (filter %d), want 2995 without mutating the desired filter", *got.Since, *s.filter.Since)
+	if got := s.reqFilters(true); *got[0].Since != 2995 || *s.filters[0].Since != 2000 {
+		t.Fatalf("since = %d (filter %d), want 2995 without mutating the desired filter", *got[0].Since, *s.filters[0].Since)
 	}
 }
 
@@ -534,5 +534,77 @@ func TestLiveForgetsSubscriptionClosedAsInvalidInsteadOfReconnecting(t *testing.
 	}
 	if subs := l.Subscriptions(); len(subs) != 1 || subs[0] != "good" {
 		t.Fatalf("subscriptions %v, want only good", subs)
+	}
+}
+
+// A filter replaced while its earlier REQ's history is still arriving (the harness adding a
+// channel to a group): the earlier REQ's EOSE says nothing about what the new filter added, so a
+// reconnect before the new REQ's EOSE asks from the new filter's since, and Resume says so.
+func TestLiveReplacedFilterResubscribesFromItsOwnSinceUntilItsOwnEOSE(t *testing.T) {
+	fr := newFakeRelay(t)
+	old, added := nostr.Timestamp(100), nostr.Timestamp(500)
+	l, _ := startLive(t, fr, func(l *Live) { l.Subscribe("g", nostr.Filter{Kinds: []int{9}, Since: &old}) })
+	fc := fr.accept(t)
+	fc.authenticate()
+	fc.req()
+	l.Subscribe("g", nostr.Filter{Kinds: []int{9, 10}, Since: &added})
+	if _, f := fc.req(); f.Since == nil || *f.Since != added {
+		t.Fatalf("replacing REQ since=%v, want %d", f.Since, added)
+	}
+	ev := signedEvent(t, 1000, "from the first REQ")
+	fc.send("EVENT", "g", ev)
+	fc.send("EOSE", "g") // the first REQ's
+	recv(t, l)
+	recv(t, l)
+	if since, ok := l.Resume("g"); !ok || since == nil || *since != added {
+		t.Fatalf("Resume = %v, %v; want %d until the replacing REQ's EOSE", since, ok, added)
+	}
+	fc.kill()
+
+	fc2 := fr.accept(t)
+	fc2.authenticate()
+	if _, f := fc2.req(); f.Since == nil || *f.Since != added || len(f.Kinds) != 2 {
+		t.Fatalf("re-REQ since=%v kinds=%v, want since=%d with the new filter", f.Since, f.Kinds, added)
+	}
+	fc2.send("EVENT", "g", signedEvent(t, 2000, "after"))
+	fc2.send("EOSE", "g")
+	recv(t, l)
+	recv(t, l)
+	if since, _ := l.Resume("g"); since == nil || *since != 1995 {
+		t.Fatalf("Resume after EOSE = %v, want 1995", since)
+	}
+	if _, ok := l.Resume("nope"); ok {
+		t.Fatal("Resume of an unknown id reports ok")
+	}
+}
+
+// Each filter of a subscription keeps its own since on a re-send, raised to the delivered floor
+// only where that is later.
+func TestLiveResubscribeRaisesEachFilterToTheFloorOnlyWhereLater(t *testing.T) {
+	early, late := nostr.Timestamp(100), nostr.Timestamp(3000)
+	s := &liveSub{filters: []nostr.Filter{{Since: &early}, {Since: &late}}, lastSeen: 2000}
+	got := s.reqFilters(true)
+	if len(got) != 2 || *got[0].Since != 1995 || *got[1].Since != 3000 {
+		t.Fatalf("sinces %d, %d; want 1995, 3000", *got[0].Since, *got[1].Since)
+	}
+}
+
+// A subscription closed for good reports where it would have resumed, so the caller can ask
+// again for what it still may read without a gap.
+func TestLiveClosedForGoodReportsWhereItWouldResume(t *testing.T) {
+	fr := newFakeRelay(t)
+	since := nostr.Timestamp(100)
+	l, _ := startLive(t, fr, func(l *Live) { l.Subscribe("g", nostr.Filter{Kinds: []int{9}, Since: &since}) })
+	fc := fr.accept(t)
+	fc.authenticate()
+	fc.req()
+	fc.send("EVENT", "g", signedEvent(t, 1000, "stored"))
+	fc.send("EOSE", "g")
+	recv(t, l)
+	recv(t, l)
+	fc.send("CLOSED", "g", "restricted: channel access revoked")
+	in := recv(t, l)
+	if in.Closed == "" || in.Resume == nil || *in.Resume != 995 {
+		t.Fatalf("got %+v (resume %v), want the CLOSED with resume 995", in, in.Resume)
 	}
 }

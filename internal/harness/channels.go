@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,10 +15,7 @@ import (
 	"github.com/buzz-harness/buzz/internal/protocol"
 )
 
-const (
-	subMembership = "membership-notif"
-	subChannelPfx = "ch-"
-)
+const subMembership = "membership-notif"
 
 // channel is a subscribed channel and what we know about it.
 type channel struct {
@@ -25,6 +23,8 @@ type channel struct {
 	Name  string
 	Type  string // stream | private | dm | unknown
 	About string
+	// OwnerShared: the owner is a member too. Such channels are never the ones left out.
+	OwnerShared bool
 }
 
 // errLeft stops a running turn of a channel the agent left.
@@ -37,9 +37,16 @@ func (h *Harness) discover(ctx context.Context, since time.Time) error {
 	for attempt, delay := 0, time.Second; attempt < 6; attempt, delay = attempt+1, delay*2 {
 		var chans []*channel
 		if chans, err = h.relay.memberChannels(ctx); err == nil {
-			for _, c := range chans {
+			keep, left := keepChannels(chans, maxChannels)
+			if left > 0 {
+				h.log.Warn("more channels than the harness listens to; the owner's come first",
+					"channels", len(chans), "listening", len(keep), "left_out", left)
+			}
+			for _, c := range keep {
 				h.subscribe(c, since)
 			}
+			h.flushSubs()
+			h.log.Info("channels discovered", "channels", len(keep), "subscriptions", h.subs.count())
 			return nil
 		}
 		h.log.Warn("channel discovery failed; retrying", "err", err, "in", delay)
@@ -52,24 +59,67 @@ func (h *Harness) discover(ctx context.Context, since time.Time) error {
 	return fmt.Errorf("discover channels: %w", err)
 }
 
+// keepChannels is at most max channels, those the owner shares first (in their given order),
+// and how many were left out.
+func keepChannels(chans []*channel, max int) ([]*channel, int) {
+	out := slices.Clone(chans)
+	slices.SortStableFunc(out, func(a, b *channel) int {
+		switch {
+		case a.OwnerShared == b.OwnerShared:
+			return 0
+		case a.OwnerShared:
+			return -1
+		}
+		return 1
+	})
+	if len(out) <= max {
+		return out, 0
+	}
+	return out[:max], len(out) - max
+}
+
 func channelFromMeta(m protocol.ChannelMeta) *channel {
 	return &channel{ID: m.ID, Name: m.Name, Type: m.HarnessType(), About: m.About}
 }
 
-// subscribe starts listening on a channel from since.
+// subscribe starts listening on a channel from since (flushSubs sends the REQ). At the channel
+// cap only a channel the owner shares gets in, in place of one the owner does not share.
 func (h *Harness) subscribe(c *channel, since time.Time) {
+	if h.channels[c.ID] == nil && len(h.channels) >= maxChannels {
+		victim := ""
+		if c.OwnerShared {
+			for id, other := range h.channels {
+				if !other.OwnerShared && (victim == "" || id < victim) {
+					victim = id
+				}
+			}
+		}
+		if victim == "" {
+			h.log.Warn("channel cap reached; not listening to the channel", "channel", c.ID, "cap", maxChannels)
+			return
+		}
+		h.leave(victim, "channel cap: a channel the owner shares takes its place")
+	}
 	h.channels[c.ID] = c
 	delete(h.removed, c.ID)
-	f := nostr.Filter{Tags: nostr.TagMap{"h": {c.ID}}, Since: ptrTS(since)}
+	h.subs.add(c.ID, since, c.OwnerShared)
+	h.log.Info("subscribed", "channel", c.ID, "name", c.Name, "type", c.Type)
+}
+
+// channelFilter is the live filter of a group of channels.
+func (h *Harness) channelFilter(ids []string) nostr.Filter {
+	f := nostr.Filter{Tags: nostr.TagMap{"h": ids}}
 	if len(h.cfg.Kinds) > 0 {
 		f.Kinds = h.cfg.Kinds
 	}
 	if !h.cfg.NoMentionFilter {
 		f.Tags["p"] = []string{h.agent}
 	}
-	h.live.Subscribe(subChannelPfx+c.ID, f)
-	h.log.Info("subscribed", "channel", c.ID, "name", c.Name, "type", c.Type)
+	return f
 }
+
+// flushSubs sends the REQs of the channel groups that changed.
+func (h *Harness) flushSubs() { h.subs.flush(h.live, h.channelFilter) }
 
 // leave stops listening on a channel and forgets everything about it: queued events, the
 // remembered session, live sessions (a running turn's session is dropped when it returns).
@@ -77,7 +127,7 @@ func (h *Harness) leave(id, why string) {
 	if _, ok := h.channels[id]; !ok {
 		return
 	}
-	h.live.Unsubscribe(subChannelPfx + id)
+	h.subs.remove(id)
 	delete(h.channels, id)
 	h.removed[id] = true
 	dropped := h.queue.Drain(id)
@@ -100,10 +150,10 @@ func (h *Harness) leave(id, why string) {
 func (h *Harness) handleIncoming(ctx context.Context, in client.Incoming) {
 	switch {
 	case in.Closed != "":
-		id, isChannel := strings.CutPrefix(in.SubID, subChannelPfx)
+		n, isGroup := groupOf(in.SubID)
 		switch {
-		case isChannel && strings.HasPrefix(in.Closed, "restricted:"):
-			h.leave(id, in.Closed)
+		case isGroup && strings.HasPrefix(in.Closed, "restricted:"):
+			h.groupRestricted(ctx, n, in.Closed, in.Resume)
 		default:
 			h.log.Warn("relay closed a subscription", "sub", in.SubID, "reason", in.Closed)
 		}
@@ -111,16 +161,48 @@ func (h *Harness) handleIncoming(ctx context.Context, in client.Incoming) {
 	case in.SubID == subMembership:
 		h.handleMembership(ctx, in.Event)
 	default:
-		h.bus.Publish(observer.Scope{ChannelID: strings.TrimPrefix(in.SubID, subChannelPfx)},
+		chID, _ := protocol.ChannelID(in.Event.Tags)
+		h.bus.Publish(observer.Scope{ChannelID: chID},
 			observer.EventReceived{EventID: in.Event.ID, ReceivedAt: in.Received})
 		h.handleEvent(ctx, in.Event)
 	}
 }
 
+// groupRestricted handles the relay refusing a group's REQ: one of its channels is private and
+// the agent may no longer read it (removed, or the relay revoked access). The group goes on
+// at once without its non-open channels, which come back one by one once a membership lookup
+// confirms them, from where the subscription would have resumed; the others are left.
+func (h *Harness) groupRestricted(ctx context.Context, n int, reason string, resume *nostr.Timestamp) {
+	ids := h.subs.members(n)
+	if len(ids) == 0 {
+		return
+	}
+	since := h.subs.groups[n].sent
+	if resume != nil {
+		since = resume.Time()
+	}
+	h.subs.closed(n, since)
+	var check []string
+	for _, id := range ids {
+		if c := h.channels[id]; c == nil || c.Type != protocol.TypeStream {
+			check = append(check, id)
+		}
+	}
+	if len(check) == 0 { // the relay says an open channel is restricted: believe it, check all
+		check = ids
+	}
+	h.log.Warn("relay closed a channel subscription; checking membership", "sub", groupSubID(n), "reason", reason, "checking", len(check), "of", len(ids))
+	// A failed lookup keeps the channel: were it the one taken away, the relay refuses the
+	// group again and we look again, whereas leaving would drop channels we are still in.
+	for _, id := range check {
+		h.subs.remove(id)
+		h.lookup(ctx, id, since, true)
+	}
+}
+
 // handleMembership reacts to a membership notice (44100/44101). Notices of one second can arrive
 // in any order, so the notice only says "look again": the channel's current member list decides
-// whether we subscribe (replaying from a little before the notice) or leave. The lookup runs off
-// the loop; only the newest lookup per channel is applied.
+// whether we subscribe (replaying from a little before the notice) or leave.
 func (h *Harness) handleMembership(ctx context.Context, ev *nostr.Event) {
 	id, ok := protocol.ChannelID(ev.Tags)
 	if !ok || !protocol.Mentioned(ev.Tags, h.agent) || !h.seen.Add(ev.ID) {
@@ -129,10 +211,18 @@ func (h *Harness) handleMembership(ctx context.Context, ev *nostr.Event) {
 	if h.cfg.Channels != nil && !h.cfg.Channels[id] {
 		return
 	}
+	// A little before the notice: created_at has one-second resolution and clocks differ.
+	h.lookup(ctx, id, ev.CreatedAt.Time().Add(-5*time.Second), ev.Kind == protocol.KindMemberAdded)
+}
+
+// lookup starts a membership lookup off the loop; only the newest lookup per channel is
+// applied. since is where the channel's events start if it is (re)subscribed; assume is what
+// to believe when the lookup fails.
+func (h *Harness) lookup(ctx context.Context, id string, since time.Time, assume bool) {
 	h.lookups.started[id]++
-	m := membershipCheck{id: id, seq: h.lookups.started[id], notice: ev}
+	m := membershipCheck{id: id, seq: h.lookups.started[id], since: since, assume: assume}
 	h.tasks.Go(func() {
-		m.member, m.meta, m.err = h.relay.membership(ctx, id)
+		m.info, m.err = h.relay.membership(ctx, id)
 		select {
 		case h.lookups.done <- m:
 		case <-ctx.Done():
@@ -151,33 +241,38 @@ type memberLookups struct {
 type membershipCheck struct {
 	id     string
 	seq    int
-	notice *nostr.Event
-	member bool
-	meta   *protocol.ChannelMeta
+	since  time.Time
+	assume bool
+	info   memberInfo
 	err    error
 }
 
 // applyMembership subscribes to or leaves a channel after a membership lookup.
 func (h *Harness) applyMembership(m membershipCheck) {
 	if m.seq != h.lookups.started[m.id] {
-		return // a newer notice's lookup is on its way
+		return // a newer lookup is on its way
 	}
-	member := m.member
+	member := m.info.member
 	if m.err != nil {
-		h.log.Warn("membership lookup failed; trusting the notice", "channel", m.id, "err", m.err)
-		member = m.notice.Kind == protocol.KindMemberAdded
+		h.log.Warn("membership lookup failed", "channel", m.id, "err", m.err, "assuming_member", m.assume)
+		member = m.assume
 	}
 	switch {
-	case member && h.channels[m.id] == nil:
-		c := &channel{ID: m.id, Name: "unknown", Type: "unknown"}
-		if m.meta != nil {
-			if m.meta.Archived {
-				return
+	case member && !h.subs.has(m.id):
+		c := h.channels[m.id]
+		if c == nil {
+			c = &channel{ID: m.id, Name: "unknown", Type: "unknown"}
+			if m.info.meta != nil {
+				if m.info.meta.Archived {
+					return
+				}
+				c = channelFromMeta(*m.info.meta)
 			}
-			c = channelFromMeta(*m.meta)
 		}
-		// A little before the notice: created_at has one-second resolution and clocks differ.
-		h.subscribe(c, m.notice.CreatedAt.Time().Add(-5*time.Second))
+		if m.err == nil {
+			c.OwnerShared = m.info.ownerIn
+		}
+		h.subscribe(c, m.since)
 	case !member && h.channels[m.id] != nil:
 		h.leave(m.id, "removed from channel")
 	}

@@ -11,6 +11,7 @@
 //
 //	harness.go   Harness, New, Run: the loop and its shutdown
 //	channels.go  the channel table: discovery, subscriptions, membership, leaving
+//	subs.go      channel subscriptions in groups (up to 100 channels per REQ)
 //	intake.go    an event's way in (gate, journal, queue) and the journal replay after a restart
 //	control.go   owner commands and the author gate
 //	queue.go     the per-conversation FIFO, with retry backoff
@@ -67,6 +68,7 @@ type Harness struct {
 
 	channels map[string]*channel // subscribed channels by id
 	removed  map[string]bool     // channels we were removed from while a turn ran
+	subs     subGroups           // the channels' group subscriptions
 	seen     *client.IDSet       // event ids already accepted (a replay never prompts twice)
 	lookups  memberLookups       // membership lookups running off the loop
 	siblings siblingLookups      // NIP-OA sibling verdicts and the events waiting for one
@@ -113,6 +115,7 @@ func New(cfg Config) (*Harness, error) {
 		gate:          Gate{Mode: cfg.RespondTo, Owner: cfg.Owner, Allowlist: cfg.Allowlist},
 		channels:      map[string]*channel{},
 		removed:       map[string]bool{},
+		subs:          newSubGroups(),
 		lookups:       memberLookups{started: map[string]int{}, done: make(chan membershipCheck, 16)},
 		seen:          client.NewIDSet(20000),
 		siblings:      newSiblingLookups(),
@@ -243,6 +246,10 @@ func (h *Harness) serve(ctx context.Context, liveErr <-chan error) error {
 		case sc := <-h.siblings.done:
 			h.finishSiblingLookup(ctx, sc)
 		case <-tick.C:
+			// Once a second, one REQ per changed channel group: a burst of joins (a flood of
+			// adds) costs the relay one query per group, not one per join. Each channel's
+			// since covers the wait.
+			h.flushSubs()
 			h.pool.maintain(ctx)
 		case <-heartbeats:
 			h.heartbeat(ctx)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -28,6 +29,9 @@ type relayClient struct {
 	log      *slog.Logger
 	now      func() time.Time
 	profiles profileCache
+	// discoverPage and discoverPages override discoverPage and maxDiscoverPages (tests page
+	// through a few channels at a time).
+	discoverPage, discoverPages int
 }
 
 // standing assembles the agent's standing context for a channel session: configured base,
@@ -342,36 +346,56 @@ func (rc *relayClient) answered(ctx context.Context, ch string, evs []*nostr.Eve
 	return false
 }
 
+// Discovery pages through the agent's member lists this many at a time (the relay caps a
+// query's limit; paging goes on until a page comes back empty, so any cap is fine), and asks for
+// channel metadata this many ids at a time.
+const (
+	discoverPage      = 500
+	discoverMetaChunk = 200
+	// maxDiscoverPages stops a discovery that never ends (a relay ignoring the cursor).
+	maxDiscoverPages = 4 * maxChannels / discoverPage
+)
+
 // memberChannels lists the channels the agent is a member of now (39002 #p self → 39000 #d),
-// restricted to cfg.Channels; archived channels are left out.
+// restricted to cfg.Channels; archived channels are left out. It pages past the relay's query
+// limit: an agent added to thousands of channels still finds every one. The lists naming the
+// owner are paged too, so the channels the owner shares are found even when others have added
+// the agent to more channels than discovery reads.
 func (rc *relayClient) memberChannels(ctx context.Context) ([]*channel, error) {
-	lists, err := rc.bridge.Query(ctx, client.Filter{Filter: nostr.Filter{
-		Kinds: []int{protocol.KindGroupMembers}, Tags: nostr.TagMap{"p": {rc.self}}, Limit: 1000}})
-	if err != nil {
-		return nil, err
-	}
 	var ids []string
+	owned := map[string]bool{}
 	seen := map[string]bool{}
-	for i := range lists {
-		d := protocol.TagValue(lists[i].Tags, "d")
-		if protocol.IsUUID(d) && !seen[d] && protocol.IsMember(&lists[i], rc.self) {
+	visit := func(list *nostr.Event) {
+		d := protocol.TagValue(list.Tags, "d")
+		if protocol.IsUUID(d) && !seen[d] && protocol.IsMember(list, rc.self) {
 			seen[d] = true
 			ids = append(ids, d)
+			owned[d] = rc.cfg.Owner != "" && protocol.IsMember(list, rc.cfg.Owner)
 		}
+	}
+	if rc.cfg.Owner != "" {
+		if err := rc.pageMemberLists(ctx, rc.cfg.Owner, visit); err != nil {
+			return nil, err
+		}
+	}
+	if err := rc.pageMemberLists(ctx, rc.self, visit); err != nil {
+		return nil, err
 	}
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	metas, err := rc.bridge.Query(ctx, client.Filter{Filter: nostr.Filter{
-		Kinds: []int{protocol.KindGroupMetadata}, Tags: nostr.TagMap{"d": ids}, Limit: len(ids) * 2}})
-	if err != nil {
-		return nil, err
-	}
 	byID := map[string]protocol.ChannelMeta{}
-	for i := range metas {
-		m := protocol.ParseChannelMeta(&metas[i])
-		if _, dup := byID[m.ID]; !dup { // newest first
-			byID[m.ID] = m
+	for chunk := range slices.Chunk(ids, discoverMetaChunk) {
+		metas, err := rc.bridge.Query(ctx, client.Filter{Filter: nostr.Filter{
+			Kinds: []int{protocol.KindGroupMetadata}, Tags: nostr.TagMap{"d": chunk}, Limit: len(chunk) * 2}})
+		if err != nil {
+			return nil, err
+		}
+		for i := range metas {
+			m := protocol.ParseChannelMeta(&metas[i])
+			if _, dup := byID[m.ID]; !dup { // newest first
+				byID[m.ID] = m
+			}
 		}
 	}
 	var out []*channel
@@ -382,34 +406,77 @@ func (rc *relayClient) memberChannels(ctx context.Context) ([]*channel, error) {
 		m, ok := byID[id]
 		switch {
 		case !ok:
-			out = append(out, &channel{ID: id, Name: "unknown", Type: "unknown"})
+			out = append(out, &channel{ID: id, Name: "unknown", Type: "unknown", OwnerShared: owned[id]})
 		case m.Archived:
 			continue
 		default:
-			out = append(out, channelFromMeta(m))
+			c := channelFromMeta(m)
+			c.OwnerShared = owned[id]
+			out = append(out, c)
 		}
 	}
 	return out, nil
 }
 
-// membership reads whether the agent is in a channel now, and the channel's metadata.
-func (rc *relayClient) membership(ctx context.Context, id string) (bool, *protocol.ChannelMeta, error) {
+// pageMemberLists calls visit for every member list (39002) naming pubkey, a page at a time
+// along the relay's (created_at desc, id asc) cursor until a page comes back empty.
+func (rc *relayClient) pageMemberLists(ctx context.Context, pubkey string, visit func(*nostr.Event)) error {
+	page := rc.discoverPage
+	if page <= 0 {
+		page = discoverPage
+	}
+	f := client.Filter{Filter: nostr.Filter{Kinds: []int{protocol.KindGroupMembers}, Tags: nostr.TagMap{"p": {pubkey}}, Limit: page}}
+	pages := rc.discoverPages
+	if pages <= 0 {
+		pages = maxDiscoverPages
+	}
+	for n := 0; ; n++ {
+		if n == pages {
+			rc.log.Warn("channel discovery: too many member lists; using what was found", "pubkey", pubkey, "pages", n)
+			return nil
+		}
+		lists, err := rc.bridge.Query(ctx, f)
+		if err != nil {
+			return err
+		}
+		if len(lists) == 0 {
+			return nil
+		}
+		for i := range lists {
+			visit(&lists[i])
+		}
+		last := lists[len(lists)-1]
+		until := last.CreatedAt
+		f.Until, f.BeforeID = &until, last.ID
+	}
+}
+
+// memberInfo is what a membership lookup found.
+type memberInfo struct {
+	member  bool // the agent is in the channel
+	ownerIn bool // and so is its owner
+	meta    *protocol.ChannelMeta
+}
+
+// membership reads whether the agent (and its owner) is in a channel now, and the channel's
+// metadata.
+func (rc *relayClient) membership(ctx context.Context, id string) (memberInfo, error) {
 	evs, err := rc.query(ctx,
 		nostr.Filter{Kinds: []int{protocol.KindGroupMembers}, Tags: nostr.TagMap{"d": {id}}, Limit: 1},
 		nostr.Filter{Kinds: []int{protocol.KindGroupMetadata}, Tags: nostr.TagMap{"d": {id}}, Limit: 1})
 	if err != nil {
-		return false, nil, err
+		return memberInfo{}, err
 	}
-	var member bool
-	var meta *protocol.ChannelMeta
+	var info memberInfo
 	for i := range evs {
 		switch evs[i].Kind {
 		case protocol.KindGroupMembers:
-			member = protocol.IsMember(&evs[i], rc.self)
+			info.member = protocol.IsMember(&evs[i], rc.self)
+			info.ownerIn = rc.cfg.Owner != "" && protocol.IsMember(&evs[i], rc.cfg.Owner)
 		case protocol.KindGroupMetadata:
 			m := protocol.ParseChannelMeta(&evs[i])
-			meta = &m
+			info.meta = &m
 		}
 	}
-	return member, meta, nil
+	return info, nil
 }
