@@ -385,12 +385,6 @@ func unknownChannel(ch string) *Error {
 	return notFound("channel %s not found (or not visible to you)", ch)
 }
 
-// requireChannel fails with not_found unless ch's metadata is visible.
-func requireChannel(ctx context.Context, b *client.Bridge, ch string) error {
-	_, err := queryInChannel(ctx, b, ch)
-	return err
-}
-
 func parseKinds(s string) ([]int, error) {
 	var out []int
 	for _, p := range strings.Split(s, ",") {
