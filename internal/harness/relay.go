@@ -316,31 +316,47 @@ func (rc *relayClient) publish(ctx context.Context, ev *nostr.Event) {
 	}
 }
 
-// answered reports whether the agent has posted, at or after since, a message in ch that replies
-// to one of evs or to their thread: the sign that a turn's reply landed even though its outcome
-// was not recorded (the harness or the agent died first). On a failed query it says no:
-// answering twice beats never answering.
+// answered reports whether the agent has posted, since a batch went in flight, a message in ch
+// that answers it (replyAnswers): the sign that a turn's reply landed even though its outcome was
+// not recorded (the harness or the agent died first). On a failed query it says no: answering
+// twice beats never answering.
 func (rc *relayClient) answered(ctx context.Context, ch string, evs []*nostr.Event, since time.Time) bool {
-	refs := map[string]bool{}
-	for _, ev := range evs {
-		refs[ev.ID] = true
-		if root := protocol.ParseThread(ev.Tags).Root; root != "" {
-			refs[root] = true
-		}
-	}
 	got, err := rc.query(ctx, nostr.Filter{Kinds: []int{protocol.KindStreamMessage}, Authors: []string{rc.self},
 		Tags: nostr.TagMap{"h": {ch}}, Since: ptrTS(since), Limit: 100})
 	if err != nil {
 		return false
 	}
-	for _, r := range got {
-		if protocol.IsPermissionRequest(r.Tags) {
-			continue // asking the owner is not answering the turn
+	for i := range got {
+		if replyAnswers(&got[i], evs, since) {
+			return true
 		}
-		for _, t := range r.Tags {
-			if len(t) >= 2 && t[0] == "e" && refs[t[1]] {
-				return true
-			}
+	}
+	return false
+}
+
+// replyAnswers reports whether the agent's message r answers a batch that went in flight at
+// since. Naming one of the batch's events is an answer. Naming only their thread's root (agents
+// often reply to the root) counts only when r is dated after since: created_at has one-second
+// resolution, and the reply that ended the thread's previous turn in that same second names the
+// same root — taking it for this batch's answer would lose the batch.
+func replyAnswers(r *nostr.Event, evs []*nostr.Event, since time.Time) bool {
+	if protocol.IsPermissionRequest(r.Tags) {
+		return false // asking the owner is not answering the turn
+	}
+	ids, roots := map[string]bool{}, map[string]bool{}
+	for _, ev := range evs {
+		ids[ev.ID] = true
+		if root := protocol.ParseThread(ev.Tags).Root; root != "" {
+			roots[root] = true
+		}
+	}
+	later := int64(r.CreatedAt) > since.Unix()
+	for _, t := range r.Tags {
+		if len(t) < 2 || t[0] != "e" {
+			continue
+		}
+		if ids[t[1]] || later && roots[t[1]] {
+			return true
 		}
 	}
 	return false

@@ -152,7 +152,7 @@ func TestSoakNothingLost(t *testing.T) {
 			noticed++
 		case a == 0 && d == 0:
 			lost++
-			t.Errorf("mention %d (%s) was never answered", sent[id], id[:12])
+			t.Errorf("mention %d (%s) was never answered; what buzz-acp logged about it:\n%s", sent[id], id[:12], soakTrail(keep, s.logs.String(), id))
 		default:
 			twice++
 			t.Errorf("mention %d (%s) answered %d times, %d failure notices", sent[id], id[:12], a, d)
@@ -265,4 +265,27 @@ func childPIDs(pid int) []int {
 		}
 	}
 	return out
+}
+
+// soakTrail collects the log lines of every buzz-acp run (saved in keep, and the current one)
+// that name an event, so a lost mention's failure says where it stopped.
+func soakTrail(keep, current, id string) string {
+	var b strings.Builder
+	files, _ := filepath.Glob(filepath.Join(keep, "buzz-acp-*.log"))
+	texts := []string{}
+	for _, f := range files {
+		raw, _ := os.ReadFile(f)
+		texts = append(texts, string(raw))
+	}
+	for i, text := range append(texts, current) {
+		for _, line := range strings.Split(text, "\n") {
+			if strings.Contains(line, id) || strings.Contains(line, id[:12]) {
+				fmt.Fprintf(&b, "  run %d: %s\n", i+1, line)
+			}
+		}
+	}
+	if b.Len() == 0 {
+		return "  (nothing: it never reached buzz-acp)"
+	}
+	return b.String()
 }
