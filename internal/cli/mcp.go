@@ -10,7 +10,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
-	"github.com/buzz-harness/buzz/internal/client"
 	"github.com/buzz-harness/buzz/internal/protocol/engram"
 )
 
@@ -128,11 +127,11 @@ func (a *app) mcpServer() *mcp.Server {
 		})
 	addTool(s, "get_memory", "Read one of your memories (default: core); same JSON as buzz mem get",
 		func(ctx context.Context, in mcpMemGetInput) (any, error) {
-			return tools.memGet(ctx, orCore(in.Slug))
+			return tools.memGet(ctx, tools.memOwner(), orCore(in.Slug))
 		})
 	addTool(s, "set_memory", "Write one of your memories (default: core); same JSON as buzz mem set",
 		func(ctx context.Context, in mcpMemSetInput) (any, error) {
-			return tools.memSet(ctx, orCore(in.Slug), in.Value)
+			return tools.memSet(ctx, tools.memOwner(), orCore(in.Slug), in.Value)
 		})
 	return s
 }
@@ -140,35 +139,6 @@ func (a *app) mcpServer() *mcp.Server {
 // memOwner is `buzz mem`'s owner for the agent's side: BUZZ_AGENT_OWNER, else the auth tag's.
 func (a *app) memOwner() memOpts {
 	return memOpts{owner: strings.TrimSpace(a.io.Env(OwnerEnv))}
-}
-
-func (a *app) memGet(ctx context.Context, slug string) (any, error) {
-	b, p, err := a.memPair(a.memOwner(), false)
-	if err != nil {
-		return nil, err
-	}
-	rec, err := memHead(ctx, b, p, slug)
-	if err != nil {
-		return nil, err
-	}
-	return memValue{Slug: rec.Body.Slug, Value: rec.Body.Text, Hash: engram.Hash(rec.Body.Text),
-		EventID: rec.Event.ID, CreatedAt: int64(rec.Event.CreatedAt)}, nil
-}
-
-func (a *app) memSet(ctx context.Context, raw, value string) (any, error) {
-	slug, err := memSlug(raw)
-	if err != nil {
-		return nil, err
-	}
-	b, p, err := a.memPair(a.memOwner(), true)
-	if err != nil {
-		return nil, err
-	}
-	evs, err := b.Query(ctx, client.F(p.HeadFilter(slug))...)
-	if err != nil {
-		return nil, err
-	}
-	return memPublish(ctx, b, p, memBody(slug, value), latest(evs))
 }
 
 func orCore(slug string) string {

@@ -80,16 +80,7 @@ func (a *app) memCommand() *cobra.Command {
 	})
 
 	get := leaf("get <slug>", "Print a memory's value (or the core profile)", cobra.ExactArgs(1), func(ctx context.Context, _ *cobra.Command, args []string) (any, error) {
-		b, p, err := a.memPair(o, false)
-		if err != nil {
-			return nil, err
-		}
-		rec, err := memHead(ctx, b, p, args[0])
-		if err != nil {
-			return nil, err
-		}
-		return memValue{Slug: rec.Body.Slug, Value: rec.Body.Text, Hash: engram.Hash(rec.Body.Text),
-			EventID: rec.Event.ID, CreatedAt: int64(rec.Event.CreatedAt)}, nil
+		return a.memGet(ctx, o, args[0])
 	})
 
 	hash := leaf("hash <slug>", "Print the sha256 of a memory's value, for patch --base-hash", cobra.ExactArgs(1), func(ctx context.Context, _ *cobra.Command, args []string) (any, error) {
@@ -123,15 +114,7 @@ func (a *app) memCommand() *cobra.Command {
 				return nil, usageError("stdin is empty; pass --allow-empty to store an empty value")
 			}
 		}
-		b, p, err := a.memPair(o, true)
-		if err != nil {
-			return nil, err
-		}
-		evs, err := b.Query(ctx, client.F(p.HeadFilter(slug))...)
-		if err != nil {
-			return nil, err
-		}
-		return memPublish(ctx, b, p, memBody(slug, value), latest(evs))
+		return a.memSet(ctx, o, slug, value)
 	})
 	set.Flags().BoolVar(&allowEmpty, "allow-empty", false, "allow an empty value from stdin")
 
@@ -288,6 +271,37 @@ func memHead(ctx context.Context, b *client.Bridge, p *engram.Pair, raw string) 
 		return engram.Record{}, err
 	}
 	return headOf(p, evs, slug)
+}
+
+// memGet is `buzz mem get`: the live value of a memory, with its hash and event.
+func (a *app) memGet(ctx context.Context, o memOpts, slug string) (any, error) {
+	b, p, err := a.memPair(o, false)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := memHead(ctx, b, p, slug)
+	if err != nil {
+		return nil, err
+	}
+	return memValue{Slug: rec.Body.Slug, Value: rec.Body.Text, Hash: engram.Hash(rec.Body.Text),
+		EventID: rec.Event.ID, CreatedAt: int64(rec.Event.CreatedAt)}, nil
+}
+
+// memSet is `buzz mem set`: a new value superseding whatever the relay holds for the slug.
+func (a *app) memSet(ctx context.Context, o memOpts, raw, value string) (any, error) {
+	slug, err := memSlug(raw)
+	if err != nil {
+		return nil, err
+	}
+	b, p, err := a.memPair(o, true)
+	if err != nil {
+		return nil, err
+	}
+	evs, err := b.Query(ctx, client.F(p.HeadFilter(slug))...)
+	if err != nil {
+		return nil, err
+	}
+	return memPublish(ctx, b, p, memBody(slug, value), latest(evs))
 }
 
 // headOf picks the live head from a HeadFilter answer. Records that exist but cannot be read
