@@ -65,8 +65,16 @@ func (q *queryOptions) start(ctx context.Context) (*agentSession, error) {
 	return &agentSession{proc: proc, init: init, cwd: cwd}, nil
 }
 
-func (q *queryOptions) context(cmd *cobra.Command) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(cmd.Context(), time.Duration(max(q.timeout, 1))*time.Second)
+// ask runs fn against a freshly spawned, initialized agent within --timeout, then stops it.
+func (q *queryOptions) ask(cmd *cobra.Command, fn func(ctx context.Context, a *agentSession) error) error {
+	ctx, cancel := context.WithTimeout(cmd.Context(), time.Duration(max(q.timeout, 1))*time.Second)
+	defer cancel()
+	a, err := q.start(ctx)
+	if err != nil {
+		return err
+	}
+	defer a.proc.Close()
+	return fn(ctx, a)
 }
 
 type agentJSON struct {
@@ -81,31 +89,26 @@ func modelsCommand() *cobra.Command {
 		Short: "List the models the agent offers (spawns it and opens one session)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, cancel := q.context(cmd)
-			defer cancel()
-			a, err := q.start(ctx)
-			if err != nil {
-				return err
-			}
-			defer a.proc.Close()
-			_, st, err := a.proc.NewSessionState(ctx, acp.SessionParams{Cwd: a.cwd})
-			if err != nil {
-				return fmt.Errorf("session/new: %w", err)
-			}
-			stable := []acp.ConfigOption{}
-			for _, o := range st.ConfigOptions {
-				if o.Category == "model" {
-					stable = append(stable, o)
+			return q.ask(cmd, func(ctx context.Context, a *agentSession) error {
+				_, st, err := a.proc.NewSessionState(ctx, acp.SessionParams{Cwd: a.cwd})
+				if err != nil {
+					return fmt.Errorf("session/new: %w", err)
 				}
-			}
-			if q.json {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{
-					"agent":    agentJSON{a.init.AgentName, a.init.AgentVersion},
-					"stable":   map[string]any{"configOptions": stable},
-					"unstable": st.Models, // null when the agent has no models list
-				})
-			}
-			return printModels(cmd.OutOrStdout(), a.init, stable, st.Models)
+				stable := []acp.ConfigOption{}
+				for _, o := range st.ConfigOptions {
+					if o.Category == "model" {
+						stable = append(stable, o)
+					}
+				}
+				if q.json {
+					return writeJSON(cmd.OutOrStdout(), map[string]any{
+						"agent":    agentJSON{a.init.AgentName, a.init.AgentVersion},
+						"stable":   map[string]any{"configOptions": stable},
+						"unstable": st.Models, // null when the agent has no models list
+					})
+				}
+				return printModels(cmd.OutOrStdout(), a.init, stable, st.Models)
+			})
 		},
 	}
 	q.flags(cmd, true)
@@ -148,34 +151,29 @@ func authMethodsCommand() *cobra.Command {
 		Short: "List the ways the agent can be authenticated (from its initialize answer)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, cancel := q.context(cmd)
-			defer cancel()
-			a, err := q.start(ctx)
-			if err != nil {
-				return err
-			}
-			defer a.proc.Close()
-			methods := a.init.AuthMethods
-			if methods == nil {
-				methods = []json.RawMessage{}
-			}
-			if q.json {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{"agent": agentJSON{a.init.AgentName, a.init.AgentVersion}, "authMethods": methods})
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 8, 2, ' ', 0)
-			fmt.Fprintf(tw, "agent: %s %s\n", a.init.AgentName, a.init.AgentVersion)
-			if len(methods) == 0 {
-				fmt.Fprintln(tw, "the agent advertises no auth methods")
-			}
-			for _, raw := range methods {
-				var m authMethod
-				_ = json.Unmarshal(raw, &m) // lenient: odd entries print blank fields
-				if m.Type == "" {
-					m.Type = "agent" // ACP's default kind: usable with `authenticate`
+			return q.ask(cmd, func(_ context.Context, a *agentSession) error {
+				methods := a.init.AuthMethods
+				if methods == nil {
+					methods = []json.RawMessage{}
 				}
-				fmt.Fprintf(tw, "  %s\t%s\t(%s)\t%s\n", m.ID, m.Name, m.Type, m.Description)
-			}
-			return tw.Flush()
+				if q.json {
+					return writeJSON(cmd.OutOrStdout(), map[string]any{"agent": agentJSON{a.init.AgentName, a.init.AgentVersion}, "authMethods": methods})
+				}
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 8, 2, ' ', 0)
+				fmt.Fprintf(tw, "agent: %s %s\n", a.init.AgentName, a.init.AgentVersion)
+				if len(methods) == 0 {
+					fmt.Fprintln(tw, "the agent advertises no auth methods")
+				}
+				for _, raw := range methods {
+					var m authMethod
+					_ = json.Unmarshal(raw, &m) // lenient: odd entries print blank fields
+					if m.Type == "" {
+						m.Type = "agent" // ACP's default kind: usable with `authenticate`
+					}
+					fmt.Fprintf(tw, "  %s\t%s\t(%s)\t%s\n", m.ID, m.Name, m.Type, m.Description)
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	q.flags(cmd, true)
@@ -193,18 +191,13 @@ func authenticateCommand() *cobra.Command {
 			if methodID == "" {
 				return errors.New("--method-id is required (see `buzz-acp auth-methods`)")
 			}
-			ctx, cancel := q.context(cmd)
-			defer cancel()
-			a, err := q.start(ctx)
-			if err != nil {
-				return err
-			}
-			defer a.proc.Close()
-			if err := a.proc.Call(ctx, "authenticate", map[string]any{"methodId": methodID}, nil); err != nil {
-				return fmt.Errorf("authenticate %s: %w", methodID, err)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "authenticated %s %s with %s\n", a.init.AgentName, a.init.AgentVersion, methodID)
-			return nil
+			return q.ask(cmd, func(ctx context.Context, a *agentSession) error {
+				if err := a.proc.Call(ctx, "authenticate", map[string]any{"methodId": methodID}, nil); err != nil {
+					return fmt.Errorf("authenticate %s: %w", methodID, err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "authenticated %s %s with %s\n", a.init.AgentName, a.init.AgentVersion, methodID)
+				return nil
+			})
 		},
 	}
 	q.flags(cmd, false)
