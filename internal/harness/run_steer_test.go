@@ -1,15 +1,11 @@
 package harness_test
 
 import (
-	"context"
-	"log/slog"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/buzz-harness/buzz/internal/harness"
-	"github.com/buzz-harness/buzz/internal/testbin"
 )
 
 // TestSteerAndInterruptInProcess runs the harness in this process (so -race sees the loop, the
@@ -19,29 +15,9 @@ func TestSteerAndInterruptInProcess(t *testing.T) {
 	s := newStack(t)
 	otherSK, otherPK := newKey(t)
 	s.relay.AddMember(t, s.ownerSK, s.channel, otherPK, "member")
-	logs := &testbin.Output{}
-	h, err := harness.New(harness.Config{
-		RelayURL:     s.relay.URL,
-		SecretKey:    s.agentSK,
-		Owner:        s.ownerPK,
-		RespondTo:    harness.RespondAnyone,
-		AgentCommand: filepath.Join(s.bin, "testagent"),
-		AgentCwd:     t.TempDir(),
-		AgentEnv: []string{"TESTAGENT_RECORD=" + s.record, "TESTAGENT_STATE_DIR=" + s.agentDir,
-			"TESTAGENT_HANG_ON=1,2", "TESTAGENT_STEERING=1", replyEvents},
-		MultipleEventHandling: harness.HandleOwnerInterrupt,
-		BuzzCLIDir:            s.bin,
-		StateDir:              s.stateDir,
-		Logger:                slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.logs = logs
-	ctx, cancel := context.WithCancel(context.Background())
+	cancel, ran := s.runInProcess(t, harness.Config{RespondTo: harness.RespondAnyone, MultipleEventHandling: harness.HandleOwnerInterrupt},
+		"TESTAGENT_HANG_ON=1,2", "TESTAGENT_STEERING=1", replyEvents)
 	defer cancel()
-	ran := make(chan error, 1)
-	go func() { ran <- h.Run(ctx) }()
 
 	a := s.mention(s.ownerSK, "first job")
 	s.waitRecorded("session/prompt", 1)

@@ -19,27 +19,8 @@ import (
 // goroutine is running harness code any more.
 func TestRunReturnsWithNoHarnessGoroutineLeft(t *testing.T) {
 	s := newStack(t)
-	logs := &testbin.Output{}
-	h, err := harness.New(harness.Config{
-		RelayURL:     s.relay.URL,
-		SecretKey:    s.agentSK,
-		Owner:        s.ownerPK,
-		AgentCommand: filepath.Join(s.bin, "testagent"),
-		AgentCwd:     t.TempDir(),
-		AgentEnv:     []string{"TESTAGENT_RECORD=" + s.record, "TESTAGENT_STATE_DIR=" + s.agentDir, "TESTAGENT_HANG_ON=2", "TESTAGENT_IGNORE_CANCEL=1"},
-		Agents:       2,
-		BuzzCLIDir:   s.bin,
-		StateDir:     s.stateDir,
-		Logger:       slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.logs = logs
-	ctx, cancel := context.WithCancel(context.Background())
+	cancel, ran := s.runInProcess(t, harness.Config{Agents: 2}, "TESTAGENT_HANG_ON=2", "TESTAGENT_IGNORE_CANCEL=1")
 	defer cancel()
-	ran := make(chan error, 1)
-	go func() { ran <- h.Run(ctx) }()
 
 	first := s.mention(s.ownerSK, "hello")
 	s.waitReply(first.ID)
@@ -87,4 +68,26 @@ func harnessGoroutines() []string {
 		}
 	}
 	return out
+}
+
+// runInProcess runs the harness in this test's process (so -race sees it), on the stack's relay,
+// keys, test agent and state dir; cfg adds the rest, env the test agent's knobs. cancel stops
+// Run, whose result then arrives on ran.
+func (s *stack) runInProcess(t *testing.T, cfg harness.Config, env ...string) (cancel func(), ran <-chan error) {
+	t.Helper()
+	logs := &testbin.Output{}
+	cfg.RelayURL, cfg.SecretKey, cfg.Owner = s.relay.URL, s.agentSK, s.ownerPK
+	cfg.AgentCommand, cfg.AgentCwd = filepath.Join(s.bin, "testagent"), t.TempDir()
+	cfg.AgentEnv = append([]string{"TESTAGENT_RECORD=" + s.record, "TESTAGENT_STATE_DIR=" + s.agentDir}, env...)
+	cfg.BuzzCLIDir, cfg.StateDir = s.bin, s.stateDir
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h, err := harness.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.logs = logs
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	return stop, done
 }
