@@ -94,12 +94,9 @@ func (a *app) send(ctx context.Context, o sendOptions) (any, error) {
 	default:
 		return nil, usageError("--kind must be 9, 45001 or 45003")
 	}
-	content, err := a.readContent(o.content)
+	content, err := a.readContent("content", o.content)
 	if err != nil {
 		return nil, err
-	}
-	if len(content) > maxContentBytes {
-		return nil, usageError("content is %d bytes; the limit is %d (64 KiB)", len(content), maxContentBytes)
 	}
 	if strings.TrimSpace(content) == "" {
 		return nil, usageError("content is blank")

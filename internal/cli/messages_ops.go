@@ -161,12 +161,9 @@ func (a *app) editCommand() *cobra.Command {
 		if err != nil {
 			return nil, err
 		}
-		text, err := a.readContent(content)
+		text, err := a.readContent("content", content)
 		if err != nil {
 			return nil, err
-		}
-		if len(text) > maxContentBytes {
-			return nil, usageError("content is %d bytes; the limit is %d (64 KiB)", len(text), maxContentBytes)
 		}
 		if strings.TrimSpace(text) == "" {
 			return nil, usageError("content is blank")

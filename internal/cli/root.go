@@ -290,18 +290,23 @@ func eventIDArg(flag, s string) (string, error) {
 }
 
 // readContent returns --content, reading stdin verbatim for "-".
-func (a *app) readContent(v string) (string, error) {
-	if v != "-" || a.literalContent {
-		return v, nil
+// readContent is a --content value (from stdin for "-"), refused past maxContentBytes; what
+// names it in that error ("content", "canvas").
+func (a *app) readContent(what, v string) (string, error) {
+	if v == "-" && !a.literalContent {
+		if a.io.Stdin == nil {
+			return "", usageError("--content - needs stdin")
+		}
+		raw, err := io.ReadAll(io.LimitReader(a.io.Stdin, maxContentBytes+1))
+		if err != nil {
+			return "", usageError("read stdin: %s", err)
+		}
+		v = string(raw)
 	}
-	if a.io.Stdin == nil {
-		return "", usageError("--content - needs stdin")
+	if len(v) > maxContentBytes {
+		return "", usageError("%s is %d bytes; the limit is %d (64 KiB)", what, len(v), maxContentBytes)
 	}
-	raw, err := io.ReadAll(io.LimitReader(a.io.Stdin, maxContentBytes+1))
-	if err != nil {
-		return "", usageError("read stdin: %s", err)
-	}
-	return string(raw), nil
+	return v, nil
 }
 
 // writeResult is the normalized answer to a write command.

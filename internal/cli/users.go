@@ -245,12 +245,9 @@ func (a *app) canvasSet(ctx context.Context, channel, content string) (any, erro
 	if err != nil {
 		return nil, err
 	}
-	text, err := a.readContent(content)
+	text, err := a.readContent("canvas", content)
 	if err != nil {
 		return nil, err
-	}
-	if len(text) > maxContentBytes {
-		return nil, usageError("canvas is %d bytes; the limit is %d (64 KiB)", len(text), maxContentBytes)
 	}
 	b, err := a.bridge()
 	if err != nil {
