@@ -40,6 +40,14 @@ func TestBadRespondToModeIsRefused(t *testing.T) {
 	}
 }
 
+func TestNegativeMaxProcsIsRefused(t *testing.T) {
+	t.Setenv("BUZZ_PRIVATE_KEY", strings.Repeat("1", 64))
+	err := run(t, "--max-procs", "-1")
+	if err == nil || !strings.Contains(err.Error(), "--max-procs") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
 func TestMissingAgentCommandIsOneClearError(t *testing.T) {
 	t.Setenv("BUZZ_PRIVATE_KEY", strings.Repeat("1", 64))
 	err := run(t, "--agent-command", "no-such-agent-xyz")

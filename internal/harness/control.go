@@ -196,11 +196,14 @@ func threadTags(ev *nostr.Event) nostr.Tags {
 
 // publishLater publishes off the loop, bounded by ten seconds (and by the run).
 func (h *Harness) publishLater(ctx context.Context, ev *nostr.Event) {
-	h.tasks.Go(func() {
-		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		h.relay.publish(pctx, ev)
-	})
+	h.tasks.Go(func() { h.publishNow(ctx, ev) })
+}
+
+// publishNow publishes from a task goroutine, bounded by ten seconds (and by the run).
+func (h *Harness) publishNow(ctx context.Context, ev *nostr.Event) {
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	h.relay.publish(pctx, ev)
 }
 
 // status summarises queued and in-flight work per channel (over all its conversations).

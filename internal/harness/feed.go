@@ -63,13 +63,15 @@ func clip(s string) string {
 	return s[:maxFeedText] + fmt.Sprintf("… [%d bytes cut]", len(s)-maxFeedText)
 }
 
-// onLine records every raw ACP line (secrets redacted, long lines clipped) on the activity feed.
+// onLine records every raw ACP line (long lines clipped) on the activity feed. It runs on the
+// path that writes a prompt to the agent, so it does no more: secrets are redacted where events
+// leave the process (observer.MarshalLine, for the activity log and the console).
 func (h *Harness) onLine(l acp.Line) {
 	line := string(l.Data)
 	if len(line) > maxFeedText {
 		line = line[:maxFeedText] // redact only what is kept
 	}
-	h.bus.Publish(observer.Scope{}, observer.ACPLine{Dir: string(l.Dir), Bytes: len(l.Data), Line: observer.Redact(line) + cutNote(len(l.Data))})
+	h.bus.Publish(observer.Scope{}, observer.ACPLine{Dir: string(l.Dir), Bytes: len(l.Data), Line: line + cutNote(len(l.Data))})
 }
 
 func cutNote(n int) string {

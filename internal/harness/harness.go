@@ -34,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"time"
 
@@ -188,7 +189,7 @@ func (h *Harness) Run(ctx context.Context) error {
 	h.pool.reapOrphans()
 	h.asker.recover(ctx) // before the replay: a turn that died asking the owner is not run again
 	h.replayJournal(ctx)
-	h.log.Info("buzz-acp ready", "agent", h.agent, "channels", len(h.channels), "relay", h.cfg.RelayURL)
+	h.log.Info("buzz-acp ready", "agent", h.agent, "channels", len(h.channels), "relay", h.cfg.RelayURL, "procs", runtime.GOMAXPROCS(0))
 	h.pool.startAll(ctx)
 	return h.serve(ctx, liveErr)
 }

@@ -42,6 +42,7 @@ func TestRedactKeepsOrdinaryTextAndEventIDs(t *testing.T) {
 		"the key to success is practice",
 		"npub1tsx9y06j5km04h6wrfqrpykdjrh7rxzh8wfc8096cqyqsf3jhqxqk6lnpq",
 		"BUZZ_RELAY_URL=ws://127.0.0.1:3000",
+		"spent 1200 tokens; the monkey's pubkey is " + hexKey,
 	} {
 		if got := Redact(s); got != s {
 			t.Errorf("Redact(%q) = %q, want unchanged", s, got)
@@ -62,8 +63,13 @@ func FuzzRedact(f *testing.F) {
 	f.Add("plain text")
 	f.Add("SECRET=[REDACTED] SECRET: x")
 	f.Add("SECRET " + hexKey + " " + hexKey)
+	f.Add("privkey " + hexKey)
+	f.Add("Nsec: " + hexKey)
 	f.Fuzz(func(t *testing.T, s string) {
 		out := Redact(s)
+		if !maybeSecret(s) && redactAll(s) != s {
+			t.Fatalf("the pre-check skipped a line the patterns change: %q", s)
+		}
 		if again := Redact(out); again != out {
 			t.Fatalf("not idempotent:\n in  %q\n out %q\n out2 %q", s, out, again)
 		}
@@ -75,6 +81,14 @@ func FuzzRedact(f *testing.F) {
 
 func BenchmarkRedactPlainLine(b *testing.B) {
 	s := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hello there"}}}}`
+	for b.Loop() {
+		_ = Redact(s)
+	}
+}
+
+// A prompt line names pubkeys and event ids but no secret: it must not pay for the regexps.
+func BenchmarkRedactPromptLine(b *testing.B) {
+	s := `{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"sessionId":"s","prompt":[{"type":"text","text":"[Buzz] New message in #general\nEvent ID: ` + hexKey + `\nFrom: alice (pubkey ` + hexKey + `)\n\nhello, can you look at the build?"}]}}`
 	for b.Loop() {
 		_ = Redact(s)
 	}
