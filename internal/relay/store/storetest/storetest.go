@@ -586,7 +586,8 @@ func testSearchFindsOnlyTheSearchKinds(t *testing.T, s store.Store) {
 }
 
 // Replacing an event removes the old version's tag and search rows with it: filters on the old
-// tags and words no longer find anything.
+// tags and words no longer find anything. (SQLite may hand the new version the replaced one's
+// seq, so rows left behind would match it.)
 func testReplacedEventLeavesNoTagOrSearchRows(t *testing.T, s store.Store) {
 	a, b, c := newKey(), newKey(), newKey()
 	mustSave(t, s, "",
