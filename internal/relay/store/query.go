@@ -19,14 +19,15 @@ func buildWhere(a Access, f Filter) (where string, args []any, empty bool) {
 	// One JSON parameter however many channels the reader may see.
 	conds = append(conds, `(e.channel_id IS NULL OR e.channel_id IN (SELECT value FROM json_each(?)))`)
 	args = append(args, string(chans))
+	// The p-tag tests name event_tags' whole key (name, value, created_at, seq): one lookup.
 	if len(a.PGated) > 0 {
 		conds = append(conds, `(e.kind NOT IN (`+intList(a.PGated)+`)
-		OR EXISTS (SELECT 1 FROM event_tags pt WHERE pt.seq = e.seq AND pt.name = 'p' AND pt.value = ?))`)
+		OR EXISTS (SELECT 1 FROM event_tags pt WHERE pt.name = 'p' AND pt.value = ? AND pt.created_at = e.created_at AND pt.seq = e.seq))`)
 		args = append(args, a.Pubkey)
 	}
 	if len(a.Personal) > 0 {
 		conds = append(conds, `(e.kind NOT IN (`+intList(a.Personal)+`) OR e.pubkey = ?
-		OR EXISTS (SELECT 1 FROM event_tags ot WHERE ot.seq = e.seq AND ot.name = 'p' AND ot.value = ?))`)
+		OR EXISTS (SELECT 1 FROM event_tags ot WHERE ot.name = 'p' AND ot.value = ? AND ot.created_at = e.created_at AND ot.seq = e.seq))`)
 		args = append(args, a.Pubkey, a.Pubkey)
 	}
 

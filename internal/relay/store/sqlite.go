@@ -295,7 +295,7 @@ func isAddressable(k int) bool { return k >= 30000 && k < 40000 }
 func (t *sqliteTx) SaveEvent(ev *nostr.Event, channelID string) error {
 	var d any
 	if isReplaceable(ev.Kind) || isAddressable(ev.Kind) {
-		q := `SELECT seq, id, created_at FROM events WHERE kind = ? AND pubkey = ? AND deleted_at IS NULL`
+		q := `SELECT seq, id, created_at, tags FROM events WHERE kind = ? AND pubkey = ? AND deleted_at IS NULL`
 		args := []any{ev.Kind, ev.PubKey}
 		if isAddressable(ev.Kind) {
 			d = dTag(ev)
@@ -310,12 +310,12 @@ func (t *sqliteTx) SaveEvent(ev *nostr.Event, channelID string) error {
 		if err != nil {
 			return err
 		}
-		var older []int64
+		var older []storedRow
 		newer := false
 		for rows.Next() {
-			var seq, ca int64
+			var r storedRow
 			var id string
-			if err := rows.Scan(&seq, &id, &ca); err != nil {
+			if err := rows.Scan(&r.seq, &id, &r.createdAt, &r.tags); err != nil {
 				rows.Close()
 				return err
 			}
@@ -324,10 +324,10 @@ func (t *sqliteTx) SaveEvent(ev *nostr.Event, channelID string) error {
 				return ErrDuplicate
 			}
 			// NIP-01: the newest wins; on a created_at tie the lowest id wins.
-			if ca > int64(ev.CreatedAt) || (ca == int64(ev.CreatedAt) && id < ev.ID) {
+			if r.createdAt > int64(ev.CreatedAt) || (r.createdAt == int64(ev.CreatedAt) && id < ev.ID) {
 				newer = true
 			} else {
-				older = append(older, seq)
+				older = append(older, r)
 			}
 		}
 		rows.Close()
@@ -337,8 +337,8 @@ func (t *sqliteTx) SaveEvent(ev *nostr.Event, channelID string) error {
 		if newer {
 			return ErrNewerExists
 		}
-		for _, seq := range older {
-			if err := t.purge(seq); err != nil {
+		for _, r := range older {
+			if err := t.purge(r); err != nil {
 				return err
 			}
 		}
@@ -364,18 +364,13 @@ func (t *sqliteTx) SaveEvent(ev *nostr.Event, channelID string) error {
 	if err != nil {
 		return err
 	}
-	seen := map[[2]string]bool{}
-	for _, tag := range ev.Tags {
-		if len(tag) < 2 || len(tag[0]) != 1 || seen[[2]string{tag[0], tag[1]}] {
-			continue
-		}
-		seen[[2]string{tag[0], tag[1]}] = true
-		if err := t.exec(`INSERT INTO event_tags (seq, name, value, created_at) VALUES (?, ?, ?, ?)`,
-			seq, tag[0], tag[1], int64(ev.CreatedAt)); err != nil {
+	for _, k := range IndexedTags(ev.Tags, nil) {
+		if err := t.exec(`INSERT INTO event_tags (name, value, created_at, seq) VALUES (?, ?, ?, ?)`,
+			k.Name, k.Value, int64(ev.CreatedAt), seq); err != nil {
 			return err
 		}
 	}
-	if strings.TrimSpace(ev.Content) != "" {
+	if Searchable(ev) {
 		if err := t.exec(`INSERT INTO events_fts (rowid, content) VALUES (?, ?)`, seq, ev.Content); err != nil {
 			return err
 		}
@@ -383,14 +378,30 @@ func (t *sqliteTx) SaveEvent(ev *nostr.Event, channelID string) error {
 	return nil
 }
 
-// purge removes a replaced event entirely (replaceable history is not kept).
-func (t *sqliteTx) purge(seq int64) error {
+// storedRow is what purging a stored event needs of it.
+type storedRow struct {
+	seq, createdAt int64
+	tags           string
+}
+
+// purge removes a replaced event entirely (replaceable history is not kept). Its tag rows are
+// addressed by their whole key, rebuilt from the event's tags: event_tags has no index by seq.
+func (t *sqliteTx) purge(r storedRow) error {
+	var tags nostr.Tags
+	if err := json.Unmarshal([]byte(r.tags), &tags); err != nil {
+		return fmt.Errorf("purge event %d: bad stored tags: %w", r.seq, err)
+	}
+	for _, k := range IndexedTags(tags, nil) {
+		if err := t.exec(`DELETE FROM event_tags WHERE name = ? AND value = ? AND created_at = ? AND seq = ?`,
+			k.Name, k.Value, r.createdAt, r.seq); err != nil {
+			return err
+		}
+	}
 	for _, q := range []string{
-		`DELETE FROM event_tags WHERE seq = ?`,
-		`DELETE FROM events_fts WHERE rowid = ?`,
+		`DELETE FROM events_fts WHERE rowid = ?`, // a no-op for events never indexed
 		`DELETE FROM events WHERE seq = ?`,
 	} {
-		if err := t.exec(q, seq); err != nil {
+		if err := t.exec(q, r.seq); err != nil {
 			return err
 		}
 	}

@@ -2,9 +2,13 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -138,5 +142,84 @@ func TestWritesRacingCloseAreAllAnswered(t *testing.T) {
 	}
 	if n != writers*20 {
 		t.Fatalf("%d answers, want %d", n, writers*20)
+	}
+}
+
+// A database written by the first schema (0001: tag rows with a rowid, every event in the
+// search index) migrates on Open and still answers the relay's queries.
+func TestSQLiteMigratesFirstSchemaData(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "relay.db")
+	legacy := storetest.NewLegacy(t)
+	writeFirstSchema(t, path, legacy.Events)
+	s, err := store.Open(path)
+	if err != nil {
+		t.Fatalf("open the 0001 database: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	legacy.Check(t, s)
+}
+
+// writeFirstSchema creates path at schema version 1 and stores evs as that version's store did.
+func writeFirstSchema(t *testing.T, path string, evs []storetest.LegacyEvent) {
+	t.Helper()
+	ddl, err := os.ReadFile("migrations/0001_init.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	must := func(_ sql.Result, err error) sql.Result {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nil
+	}
+	must(db.Exec(string(ddl)))
+	must(db.Exec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY); INSERT INTO schema_migrations VALUES (1)`))
+	for _, le := range evs {
+		ev := le.Event
+		tags, _ := json.Marshal(ev.Tags)
+		var ch, d any
+		if le.Channel != "" {
+			ch = le.Channel
+		}
+		if ev.Kind >= 30000 && ev.Kind < 40000 {
+			d = ev.Tags.GetD()
+		}
+		res, err := db.Exec(`INSERT INTO events (id, pubkey, created_at, kind, tags, content, sig, channel_id, d_tag)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, ev.ID, ev.PubKey, int64(ev.CreatedAt), ev.Kind, string(tags), ev.Content, ev.Sig, ch, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq, _ := res.LastInsertId()
+		for _, k := range store.IndexedTags(ev.Tags, nil) {
+			must(db.Exec(`INSERT INTO event_tags (seq, name, value, created_at) VALUES (?, ?, ?, ?)`, seq, k.Name, k.Value, int64(ev.CreatedAt)))
+		}
+		if strings.TrimSpace(ev.Content) != "" {
+			must(db.Exec(`INSERT INTO events_fts (rowid, content) VALUES (?, ?)`, seq, ev.Content))
+		}
+	}
+}
+
+// The migrations that rebuild the search index name store.SearchKinds in SQL: they must list
+// the same kinds the stores index new events by.
+func TestSearchMigrationsIndexTheSearchKinds(t *testing.T) {
+	ks := make([]string, len(store.SearchKinds))
+	for i, k := range store.SearchKinds {
+		ks[i] = strconv.Itoa(k)
+	}
+	want := "kind IN (" + strings.Join(ks, ", ") + ")"
+	for _, f := range []string{"migrations/0002_trim_write_cost.sql", "postgres/migrations/0003_trim_write_cost.sql"} {
+		body, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(body), want) {
+			t.Errorf("%s does not select %s", f, want)
+		}
 	}
 }

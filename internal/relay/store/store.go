@@ -6,9 +6,13 @@ package store
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/buzz-harness/buzz/internal/protocol"
 )
 
 // ErrDuplicate means the event id is already stored.
@@ -89,4 +93,42 @@ type Tx interface {
 	PutChannel(ch Channel) error
 	PutMember(channelID, pubkey, role string, at int64) error
 	RemoveMember(channelID, pubkey string) error
+}
+
+// SearchKinds are the kinds NIP-50 search finds: the messages, forum posts and comments that
+// `buzz messages search` and the MCP search tool ask for, and profiles, by which the CLI
+// resolves an author's display name. Events of other kinds are not indexed for search (every
+// index entry is a write on the ingest path). The migrations that rebuild the search index list
+// the same kinds.
+var SearchKinds = []int{protocol.KindProfile, protocol.KindStreamMessage, protocol.KindStreamMessageV2,
+	protocol.KindForumPost, protocol.KindForumComment}
+
+// Searchable reports whether ev goes into the search index: a search kind with some content.
+func Searchable(ev *nostr.Event) bool {
+	return slices.Contains(SearchKinds, ev.Kind) && strings.TrimSpace(ev.Content) != ""
+}
+
+// TagKey is one indexed tag of an event: a single-letter name and its first value.
+type TagKey struct{ Name, Value string }
+
+// IndexedTags lists the tags tag filters (#e, #p, #h, ...) match on, each pair once, after clean
+// (which maps a value to what the backend can store; nil keeps it). Saving and purging an event
+// both derive its tag rows here, so a purge finds exactly the rows the save wrote.
+func IndexedTags(tags nostr.Tags, clean func(string) string) []TagKey {
+	var out []TagKey
+	seen := map[TagKey]bool{}
+	for _, tag := range tags {
+		if len(tag) < 2 || len(tag[0]) != 1 {
+			continue
+		}
+		k := TagKey{tag[0], tag[1]}
+		if clean != nil {
+			k = TagKey{clean(k.Name), clean(k.Value)}
+		}
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	return out
 }

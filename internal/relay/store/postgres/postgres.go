@@ -167,7 +167,7 @@ func text(s string) string {
 func (t *pgTx) SaveEvent(ev *nostr.Event, channelID string) error {
 	var d *string
 	if protocol.IsReplaceable(ev.Kind) || protocol.IsAddressable(ev.Kind) {
-		q := `SELECT seq, id, created_at FROM events WHERE kind = $1 AND pubkey = $2 AND deleted_at IS NULL`
+		q := `SELECT seq, id, created_at, tags FROM events WHERE kind = $1 AND pubkey = $2 AND deleted_at IS NULL`
 		args := []any{ev.Kind, text(ev.PubKey)}
 		addr := fmt.Sprintf("%d:%s", ev.Kind, ev.PubKey)
 		if protocol.IsAddressable(ev.Kind) {
@@ -187,11 +187,12 @@ func (t *pgTx) SaveEvent(ev *nostr.Event, channelID string) error {
 			return err
 		}
 		var older []int64
+		var gone tagRows // the replaced versions' tag rows
 		newer, dup := false, false
 		for rows.Next() {
 			var seq, ca int64
-			var id string
-			if err := rows.Scan(&seq, &id, &ca); err != nil {
+			var id, tags string
+			if err := rows.Scan(&seq, &id, &ca, &tags); err != nil {
 				rows.Close()
 				return err
 			}
@@ -203,6 +204,12 @@ func (t *pgTx) SaveEvent(ev *nostr.Event, channelID string) error {
 				newer = true
 			default:
 				older = append(older, seq)
+				var tt nostr.Tags
+				if err := json.Unmarshal([]byte(tags), &tt); err != nil {
+					rows.Close()
+					return fmt.Errorf("event %d: bad stored tags: %w", seq, err)
+				}
+				gone.add(tt, ca, seq)
 			}
 		}
 		rows.Close()
@@ -216,7 +223,15 @@ func (t *pgTx) SaveEvent(ev *nostr.Event, channelID string) error {
 			return store.ErrNewerExists
 		}
 		if len(older) > 0 {
-			// Replaced versions go entirely (their tags by cascade): no replaceable history.
+			// Replaced versions go entirely: no replaceable history. Their tag rows are addressed
+			// by their whole key, rebuilt from the stored tags: event_tags has no index by seq.
+			if len(gone.names) > 0 {
+				if _, err := t.tx.Exec(t.ctx, `DELETE FROM event_tags WHERE (name, value, created_at, seq) IN
+					(SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]))`,
+					gone.names, gone.values, gone.createdAt, gone.seqs); err != nil {
+					return err
+				}
+			}
 			if _, err := t.tx.Exec(t.ctx, `DELETE FROM events WHERE seq = ANY($1)`, older); err != nil {
 				return err
 			}
@@ -247,27 +262,30 @@ func (t *pgTx) SaveEvent(ev *nostr.Event, channelID string) error {
 	if err != nil {
 		return err
 	}
-	seen := map[[2]string]bool{}
-	var names, values []string
-	for _, tag := range ev.Tags {
-		if len(tag) < 2 || len(tag[0]) != 1 {
-			continue
-		}
-		k := [2]string{text(tag[0]), text(tag[1])}
-		if seen[k] {
-			continue
-		}
-		seen[k] = true
-		names, values = append(names, k[0]), append(values, k[1])
-	}
-	if len(names) > 0 {
-		_, err = t.tx.Exec(t.ctx, `INSERT INTO event_tags (seq, name, value, created_at)
-			SELECT $1, n, v, $2 FROM unnest($3::text[], $4::text[]) AS t (n, v)`, seq, int64(ev.CreatedAt), names, values)
+	var mine tagRows
+	mine.add(ev.Tags, int64(ev.CreatedAt), seq)
+	if len(mine.names) > 0 {
+		_, err = t.tx.Exec(t.ctx, `INSERT INTO event_tags (name, value, created_at, seq)
+			SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])`, mine.names, mine.values, mine.createdAt, mine.seqs)
 		if err != nil {
 			return err
 		}
 	}
 	return t.notify(noticeEvent, strconv.FormatInt(seq, 10))
+}
+
+// tagRows are event_tags keys as parallel arrays, for unnest.
+type tagRows struct {
+	names, values   []string
+	createdAt, seqs []int64
+}
+
+// add appends the rows an event with tags, created_at and seq has (store.IndexedTags).
+func (r *tagRows) add(tags nostr.Tags, createdAt, seq int64) {
+	for _, k := range store.IndexedTags(tags, text) {
+		r.names, r.values = append(r.names, k.Name), append(r.values, k.Value)
+		r.createdAt, r.seqs = append(r.createdAt, createdAt), append(r.seqs, seq)
+	}
 }
 
 func (t *pgTx) SoftDelete(ids []string, author string, at int64) (int, error) {

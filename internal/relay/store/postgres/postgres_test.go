@@ -2,7 +2,9 @@ package postgres_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/url"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -170,5 +172,62 @@ func TestPostgresSecondWriterOfAnAddressWaitsForTheFirst(t *testing.T) {
 	got, err := nodeA.Query(ctx, store.Access{}, store.Filter{Filter: nostr.Filter{Kinds: []int{10002}}}, 10)
 	if err != nil || len(got) != 1 || got[0].Content != "v2" {
 		t.Fatalf("stored versions: %v (%v), want only v2", got, err)
+	}
+}
+
+// A database written by the schema before the write-cost trim (0001-0002: tag rows with a seq
+// index and foreign key, a tsvector and GIN entry for every event) migrates on Open and still
+// answers the relay's queries.
+func TestPostgresMigratesSecondSchemaData(t *testing.T) {
+	url := pgtest.URL(t)
+	legacy := storetest.NewLegacy(t)
+	writeSecondSchema(t, url, legacy.Events)
+	legacy.Check(t, open(t, url))
+}
+
+// writeSecondSchema creates the schema at version 2 and stores evs as that version's store did.
+func writeSecondSchema(t *testing.T, url string, evs []storetest.LegacyEvent) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%.60s: %v", sql, err)
+		}
+	}
+	for _, f := range []string{"migrations/0001_init.sql", "migrations/0002_origin.sql"} {
+		ddl, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exec(string(ddl))
+	}
+	exec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`)
+	exec(`INSERT INTO schema_migrations (version) VALUES (1), (2)`)
+	for _, le := range evs {
+		ev := le.Event
+		tags, _ := json.Marshal(ev.Tags)
+		var ch, d *string
+		if le.Channel != "" {
+			ch = &le.Channel
+		}
+		if ev.Kind >= 30000 && ev.Kind < 40000 {
+			v := ev.Tags.GetD()
+			d = &v
+		}
+		var seq int64
+		if err := conn.QueryRow(ctx, `INSERT INTO events (id, pubkey, created_at, kind, tags, content, sig, channel_id, d_tag)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING seq`,
+			ev.ID, ev.PubKey, int64(ev.CreatedAt), ev.Kind, string(tags), ev.Content, ev.Sig, ch, d).Scan(&seq); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range store.IndexedTags(ev.Tags, nil) {
+			exec(`INSERT INTO event_tags (seq, name, value, created_at) VALUES ($1, $2, $3, $4)`, seq, k.Name, k.Value, int64(ev.CreatedAt))
+		}
 	}
 }

@@ -35,13 +35,14 @@ func readAccess(a *args, acc store.Access) string {
 	conds := []string{"(e.channel_id IS NULL OR e.channel_id = ANY(" + a.add(textAll(acc.Channels)) + "::text[]))"}
 	if len(acc.PGated) > 0 || len(acc.Personal) > 0 {
 		r := a.add(acc.Pubkey)
+		// The p-tag tests name event_tags' whole key (name, value, created_at, seq): one lookup.
 		if len(acc.PGated) > 0 {
 			conds = append(conds, `(e.kind NOT IN (`+kindList(acc.PGated)+`)
-		OR EXISTS (SELECT 1 FROM event_tags pt WHERE pt.seq = e.seq AND pt.name = 'p' AND pt.value = `+r+`))`)
+		OR EXISTS (SELECT 1 FROM event_tags pt WHERE pt.name = 'p' AND pt.value = `+r+` AND pt.created_at = e.created_at AND pt.seq = e.seq))`)
 		}
 		if len(acc.Personal) > 0 {
 			conds = append(conds, `(e.kind NOT IN (`+kindList(acc.Personal)+`) OR e.pubkey = `+r+`
-		OR EXISTS (SELECT 1 FROM event_tags ot WHERE ot.seq = e.seq AND ot.name = 'p' AND ot.value = `+r+`))`)
+		OR EXISTS (SELECT 1 FROM event_tags ot WHERE ot.name = 'p' AND ot.value = `+r+` AND ot.created_at = e.created_at AND ot.seq = e.seq))`)
 		}
 	}
 	return strings.Join(conds, " AND ")

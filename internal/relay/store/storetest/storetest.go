@@ -48,6 +48,8 @@ var cases = []struct {
 	{"QueryStopsWhenContextEnds", testQueryStopsWhenContextEnds},
 	{"SearchNeedsEveryWordCaseInsensitive", testSearchNeedsEveryWordCaseInsensitive},
 	{"SearchNeverFailsOnOddInput", testSearchNeverFailsOnOddInput},
+	{"SearchFindsOnlyTheSearchKinds", testSearchFindsOnlyTheSearchKinds},
+	{"ReplacedEventLeavesNoTagOrSearchRows", testReplacedEventLeavesNoTagOrSearchRows},
 	{"ChannelsLoadWithMembers", testChannelsLoadWithMembers},
 	{"LatestCreatedAtIsScopedByChannel", testLatestCreatedAtIsScopedByChannel},
 	{"MarkAuthSeenRefusesRepeatUntilExpiry", testMarkAuthSeenRefusesRepeatUntilExpiry},
@@ -516,10 +518,10 @@ func testQueryStopsWhenContextEnds(t *testing.T, s store.Store) {
 func testSearchNeedsEveryWordCaseInsensitive(t *testing.T, s store.Store) {
 	a := newKey()
 	mustSave(t, s, "",
-		a.sign(t, nostr.Event{Kind: 1, CreatedAt: 1, Content: "Deploy the release notes for v2"}),
-		a.sign(t, nostr.Event{Kind: 1, CreatedAt: 2, Content: "deploy failed: see build-log.txt"}),
-		a.sign(t, nostr.Event{Kind: 1, CreatedAt: 3, Content: "lunch?"}),
-		a.sign(t, nostr.Event{Kind: 1, CreatedAt: 4, Content: "   "}))
+		a.sign(t, nostr.Event{Kind: 9, CreatedAt: 1, Content: "Deploy the release notes for v2"}),
+		a.sign(t, nostr.Event{Kind: 9, CreatedAt: 2, Content: "deploy failed: see build-log.txt"}),
+		a.sign(t, nostr.Event{Kind: 9, CreatedAt: 3, Content: "lunch?"}),
+		a.sign(t, nostr.Event{Kind: 9, CreatedAt: 4, Content: "   "}))
 	for q, want := range map[string][]string{
 		"deploy":        {"deploy failed: see build-log.txt", "Deploy the release notes for v2"},
 		"DEPLOY notes":  {"Deploy the release notes for v2"},
@@ -554,6 +556,51 @@ func testSearchNeverFailsOnOddInput(t *testing.T, s store.Store) {
 			t.Errorf("count search %q: %v", q, err)
 		}
 	}
+}
+
+// Search finds the kinds store.SearchKinds lists (what the CLI and MCP search ask for) and no
+// others: those are never indexed, which keeps their saves cheaper.
+func testSearchFindsOnlyTheSearchKinds(t *testing.T, s store.Store) {
+	a := newKey()
+	var want []string
+	at := nostr.Timestamp(1)
+	for _, k := range store.SearchKinds {
+		c := fmt.Sprintf("rollout of kind %d", k)
+		if k == 0 {
+			c = fmt.Sprintf(`{"name":"rollout of kind %d"}`, k)
+		}
+		mustSave(t, s, "", a.sign(t, nostr.Event{Kind: k, CreatedAt: at, Content: c}))
+		want = append([]string{c}, want...) // newest first
+		at++
+	}
+	for _, k := range []int{1, 7, 40003, 30023, pGatedKind} {
+		mustSave(t, s, "", a.sign(t, nostr.Event{Kind: k, CreatedAt: at, Content: fmt.Sprintf("rollout of kind %d", k),
+			Tags: nostr.Tags{{"d", "x"}, {"p", a.pk}}}))
+		at++
+	}
+	wantContents(t, "search without kinds", query(t, s, reader(a.pk), nostr.Filter{Search: "rollout"}), want...)
+	wantContents(t, "search a kind never indexed", query(t, s, reader(a.pk), nostr.Filter{Search: "rollout", Kinds: []int{1}}))
+	if n, err := s.Count(ctx, reader(a.pk), []store.Filter{{Filter: nostr.Filter{Search: "rollout"}}}); err != nil || n != int64(len(want)) {
+		t.Fatalf("count search: %d %v, want %d", n, err, len(want))
+	}
+}
+
+// Replacing an event removes the old version's tag and search rows with it: filters on the old
+// tags and words no longer find anything. (SQLite may hand the new version the replaced one's
+// seq, so rows left behind would match it.)
+func testReplacedEventLeavesNoTagOrSearchRows(t *testing.T, s store.Store) {
+	a, b, c := newKey(), newKey(), newKey()
+	mustSave(t, s, "",
+		a.sign(t, nostr.Event{Kind: 30023, CreatedAt: 1, Content: "v1", Tags: nostr.Tags{{"d", "x"}, {"p", b.pk}, {"p", b.pk}}}),
+		a.sign(t, nostr.Event{Kind: 30023, CreatedAt: 2, Content: "v2", Tags: nostr.Tags{{"d", "x"}, {"p", c.pk}}}),
+		a.sign(t, nostr.Event{Kind: 0, CreatedAt: 1, Content: `{"name":"oldname"}`, Tags: nostr.Tags{{"t", "old"}}}),
+		a.sign(t, nostr.Event{Kind: 0, CreatedAt: 2, Content: `{"name":"newname"}`, Tags: nostr.Tags{{"t", "new"}}}))
+	wantContents(t, "#p of the replaced version", query(t, s, reader(a.pk), nostr.Filter{Tags: nostr.TagMap{"p": {b.pk}}}))
+	wantContents(t, "#p of the new version", query(t, s, reader(a.pk), nostr.Filter{Tags: nostr.TagMap{"p": {c.pk}}}), "v2")
+	wantContents(t, "#d", query(t, s, reader(a.pk), nostr.Filter{Tags: nostr.TagMap{"d": {"x"}}}), "v2")
+	wantContents(t, "#t of the replaced profile", query(t, s, reader(a.pk), nostr.Filter{Tags: nostr.TagMap{"t": {"old"}}}))
+	wantContents(t, "replaced profile's words", query(t, s, reader(a.pk), nostr.Filter{Search: "oldname"}))
+	wantContents(t, "new profile's words", query(t, s, reader(a.pk), nostr.Filter{Search: "newname"}), `{"name":"newname"}`)
 }
 
 func testChannelsLoadWithMembers(t *testing.T, s store.Store) {
