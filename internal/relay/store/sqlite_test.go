@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 
@@ -221,5 +222,52 @@ func TestSearchMigrationsIndexTheSearchKinds(t *testing.T) {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("%s does not select %s", f, want)
 		}
+	}
+}
+
+// writeWALPages commits n events of 8 KiB each (two or three WAL pages apiece), one per commit.
+func writeWALPages(t *testing.T, s *store.SQLite, n int) {
+	t.Helper()
+	sk := nostr.GeneratePrivateKey()
+	body := strings.Repeat("x", 8<<10)
+	for i := range n {
+		ev := nostr.Event{Kind: 1, CreatedAt: nostr.Timestamp(i + 1), Content: body, Tags: nostr.Tags{}}
+		if err := ev.Sign(sk); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Update(context.Background(), func(tx store.Tx) error { return tx.SaveEvent(&ev, "") }); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func walSize(t *testing.T, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+// A commit never checkpoints: SQLite's automatic checkpoint (at 1,000 WAL pages) would reuse the
+// WAL from its start, so the file could not outgrow ~4 MiB; with the checkpointer held off it does.
+func TestSQLiteCommitsNeverCheckpoint(t *testing.T) {
+	s, path := openTemp(t)
+	store.SetCheckpointEvery(s, time.Hour) // one checkpoint after the first commit, then none
+	writeWALPages(t, s, 1000)
+	if got := walSize(t, path); got < 6<<20 {
+		t.Fatalf("WAL is %d bytes after ~8 MiB of commits: a commit checkpointed", got)
+	}
+}
+
+// The checkpointer keeps the WAL bounded under a writer that never pauses: ~40 MiB of WAL frames
+// are written, and once past 16 MiB a RESTART checkpoint lets the writer start the WAL over.
+func TestSQLiteCheckpointerKeepsTheWALShort(t *testing.T) {
+	s, path := openTemp(t)
+	store.SetCheckpointEvery(s, 0)
+	writeWALPages(t, s, 1000)
+	if got := walSize(t, path); got > 32<<20 {
+		t.Fatalf("WAL grew to %d bytes over ~8 MiB of commits: the checkpointer did not keep up", got)
 	}
 }

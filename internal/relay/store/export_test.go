@@ -1,0 +1,6 @@
+package store
+
+import "time"
+
+// SetCheckpointEvery changes how often s may checkpoint (after its next one).
+func SetCheckpointEvery(s *SQLite, d time.Duration) { s.checkpointEvery.Store(int64(d)) }
