@@ -169,3 +169,15 @@ func BenchmarkFanOut100Subscribers(b *testing.B) {
 	b.ReportMetric(pct(0.50), "p50-ms")
 	b.ReportMetric(pct(0.99), "p99-ms")
 }
+
+// BenchmarkChannelCreateAndAdd creates a channel and adds a member, b.N times, over HTTP as
+// `buzz channels create` and `buzz channels add` do: one pair's cost should not grow with the
+// number of channels before it (stamping the relay's state events once scanned them all).
+func BenchmarkChannelCreateAndAdd(b *testing.B) {
+	s := relaytest.Start(b)
+	owner, bot := newUser(), newUser()
+	for i := range b.N {
+		ch := s.CreateChannel(b, owner.sk, fmt.Sprintf("c%d", i), false)
+		s.AddMember(b, owner.sk, ch, bot.pk, "bot")
+	}
+}

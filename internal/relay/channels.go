@@ -21,14 +21,17 @@ type stampKey struct {
 // nextStamp gives relay-signed events a created_at strictly greater than the previous one of
 // the same (kind, channel), so rapid successive state updates are never lost to NIP-01's
 // replaceable tie-breaking.
-func (r *Relay) nextStamp(ctx context.Context, kind int, channel string) (nostr.Timestamp, error) {
+func (r *Relay) nextStamp(ctx context.Context, kind int, channel string, fresh bool) (nostr.Timestamp, error) {
 	r.stampMu.Lock()
 	defer r.stampMu.Unlock()
 	k := stampKey{kind, channel}
 	last, ok := r.stamps[k]
 	// Other nodes stamp too: read the newest from the database, under the channel's admin
 	// lock (submitAdmin), so stamps keep increasing across nodes.
-	if !ok || r.shared != nil {
+	// A channel this admin event creates has no events yet (the rules refuse to create one that
+	// exists, deleted or not): asking the database would scan every channel's relay events of
+	// this kind, and creating N channels cost O(N²).
+	if !fresh && (!ok || r.shared != nil) {
 		scope := channel
 		if kind == protocol.KindMemberAdded || kind == protocol.KindMemberRemoved {
 			scope = "" // stored global
@@ -46,13 +49,13 @@ func (r *Relay) nextStamp(ctx context.Context, kind int, channel string) (nostr.
 	return nostr.Timestamp(ts), nil
 }
 
-func (r *Relay) signRelay(ctx context.Context, kind int, channel string, tags nostr.Tags, content string) (*nostr.Event, error) {
+func (r *Relay) signRelay(ctx context.Context, kind int, channel string, fresh bool, tags nostr.Tags, content string) (*nostr.Event, error) {
 	ts := nostr.Timestamp(r.now().Unix())
 	// Membership notices are regular events: bumping them ahead of the clock would date them
 	// after messages sent in the same second, and subscribers replay from a notice's time.
 	if kind != protocol.KindMemberAdded && kind != protocol.KindMemberRemoved {
 		var err error
-		if ts, err = r.nextStamp(ctx, kind, channel); err != nil {
+		if ts, err = r.nextStamp(ctx, kind, channel, fresh); err != nil {
 			return nil, err
 		}
 	}
@@ -89,6 +92,7 @@ func (r *Relay) submitAdmin(ctx context.Context, ev *nostr.Event, chID string) r
 		}
 		return accepted(store.ErrDuplicate.Error())
 	}
+	_, existed := r.acl.get(chID)
 	plan, res, ok := r.planAdmin(ctx, ev, chID)
 	if !ok {
 		return res
@@ -96,7 +100,7 @@ func (r *Relay) submitAdmin(ctx context.Context, ev *nostr.Event, chID string) r
 	// Build the relay-signed events before writing so they commit with the admin event.
 	var relayEvents []*nostr.Event
 	add := func(kind int, tags nostr.Tags, content string) error {
-		e, err := r.signRelay(ctx, kind, chID, tags, content)
+		e, err := r.signRelay(ctx, kind, chID, !existed, tags, content)
 		if err == nil {
 			relayEvents = append(relayEvents, e)
 		}
