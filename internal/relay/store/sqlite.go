@@ -288,7 +288,46 @@ func (s *SQLite) writer() {
 	}
 }
 
+// commit runs a batch in one transaction. It first runs every request straight through: in the
+// common case none fails and the batch commits without a savepoint per request (SAVEPOINT,
+// RELEASE and the sub-journal were about a fifth of the writer's time). If one fails, that
+// attempt is rolled back and the batch runs again with each request in its own savepoint, so
+// a failure undoes only its own changes. Requests are database work only, safe to run twice.
 func (s *SQLite) commit(batch []*writeReq) {
+	if s.commitAllOrNothing(batch) {
+		return
+	}
+	s.commitIsolated(batch)
+}
+
+// commitAllOrNothing commits the batch if no request fails and answers them all; with a failing
+// request it rolls back and answers nothing (reporting false), except for a batch of one, whose
+// answer is that failure.
+func (s *SQLite) commitAllOrNothing(batch []*writeReq) bool {
+	tx, err := s.w.Begin()
+	if err != nil {
+		return false // commitIsolated meets the same error and answers it
+	}
+	t := &sqliteTx{s: s, tx: tx}
+	for _, r := range batch {
+		if ferr := r.fn(t); ferr != nil {
+			tx.Rollback()
+			if len(batch) == 1 {
+				r.done <- ferr
+				return true
+			}
+			return false
+		}
+	}
+	err = tx.Commit()
+	for _, r := range batch {
+		r.done <- err
+	}
+	return true
+}
+
+// commitIsolated runs each request of the batch in its own savepoint.
+func (s *SQLite) commitIsolated(batch []*writeReq) {
 	errs := make([]error, len(batch))
 	tx, err := s.w.Begin()
 	if err == nil {

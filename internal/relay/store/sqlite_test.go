@@ -271,3 +271,54 @@ func TestSQLiteCheckpointerKeepsTheWALShort(t *testing.T) {
 		t.Fatalf("WAL grew to %d bytes over ~8 MiB of commits: the checkpointer did not keep up", got)
 	}
 }
+
+// Writes queued together commit in one transaction; one that fails after writing undoes only
+// its own changes, and the others still commit.
+func TestSQLiteBatchedWriteFailureUndoesOnlyItsOwnChanges(t *testing.T) {
+	s, _ := openTemp(t)
+	ctx := context.Background()
+	sk := nostr.GeneratePrivateKey()
+	event := func(content string) *nostr.Event {
+		ev := &nostr.Event{Kind: 1, CreatedAt: 1, Content: content, Tags: nostr.Tags{}}
+		if err := ev.Sign(sk); err != nil {
+			t.Fatal(err)
+		}
+		return ev
+	}
+	a, b, c := event("a"), event("b"), event("c")
+	// Hold the writer so the next three writes queue up and form one batch.
+	release := make(chan struct{})
+	held := s.UpdateAsync(ctx, func(store.Tx) error { <-release; return nil })
+	errBoom := errors.New("boom")
+	results := []<-chan error{
+		s.UpdateAsync(ctx, func(tx store.Tx) error { return tx.SaveEvent(a, "") }),
+		s.UpdateAsync(ctx, func(tx store.Tx) error {
+			if err := tx.SaveEvent(b, ""); err != nil {
+				return err
+			}
+			return errBoom
+		}),
+		s.UpdateAsync(ctx, func(tx store.Tx) error { return tx.SaveEvent(c, "") }),
+	}
+	close(release)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []error{nil, errBoom, nil} {
+		if got := <-results[i]; !errors.Is(got, want) {
+			t.Fatalf("write %d: %v, want %v", i, got, want)
+		}
+	}
+	for _, c := range []struct {
+		ev   *nostr.Event
+		want bool
+	}{{a, true}, {b, false}, {c, true}} {
+		got, _, err := s.Event(ctx, c.ev.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (got != nil) != c.want {
+			t.Errorf("event %q stored = %v, want %v", c.ev.Content, got != nil, c.want)
+		}
+	}
+}
