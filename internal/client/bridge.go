@@ -52,6 +52,12 @@ type Bridge struct {
 	pk    string
 }
 
+// MaxConnsPerRelay bounds a bridge's connections to one relay; requests beyond it wait for one.
+// Without it a burst (buzz-acp looking up membership of a thousand channels it was just added
+// to) opened a connection per request, and with Go's default of two idle connections kept
+// per host, the few requests of each mention (👀, its removal, the turn metric) dialled anew.
+const MaxConnsPerRelay = 16
+
 // NewBridge returns a client for the bridge of relayURL (ws, wss, http or https) that signs as
 // secretKeyHex. An invalid key is reported by the first request, not here. relayURL may list
 // several relays comma-separated: a request that cannot reach one goes to the next at once,
@@ -66,8 +72,10 @@ func NewBridge(relayURL, secretKeyHex string) *Bridge {
 	for i, p := range parts {
 		bases[i] = protocol.HTTPBase(p)
 	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxConnsPerHost, t.MaxIdleConnsPerHost = MaxConnsPerRelay, MaxConnsPerRelay
 	return &Bridge{
-		HTTPClient: &http.Client{Timeout: 30 * time.Second},
+		HTTPClient: &http.Client{Timeout: 30 * time.Second, Transport: t},
 		Attempts:   DefaultAttempts,
 		bases:      bases,
 		sk:         secretKeyHex,

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -311,5 +312,51 @@ func TestFullJitterStaysUnderUpstreamCeilings(t *testing.T) {
 		if d := FullJitter(2); d < 0 || d > 1500*time.Millisecond {
 			t.Fatalf("attempt 2 wait %v", d)
 		}
+	}
+}
+
+// A burst of requests opens at most MaxConnsPerRelay connections to the relay; the rest wait
+// for one and all are answered.
+func TestBridgeBurstUsesAtMostMaxConnsPerRelayConnections(t *testing.T) {
+	const burst = 3 * MaxConnsPerRelay
+	arrived := make(chan struct{}, burst)
+	release := make(chan struct{})
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-release
+		_, _ = io.WriteString(w, "[]")
+	}))
+	var mu sync.Mutex
+	conns := 0
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			mu.Lock()
+			conns++
+			mu.Unlock()
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	b := NewBridge(srv.URL, nostr.GeneratePrivateKey())
+	errs := make(chan error, burst)
+	for range burst {
+		go func() {
+			_, err := b.Query(context.Background())
+			errs <- err
+		}()
+	}
+	for range MaxConnsPerRelay {
+		<-arrived // every connection the bridge may open is busy
+	}
+	close(release)
+	for range burst {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if conns > MaxConnsPerRelay {
+		t.Fatalf("%d requests opened %d connections, want at most %d", burst, conns, MaxConnsPerRelay)
 	}
 }
