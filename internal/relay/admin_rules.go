@@ -25,6 +25,7 @@ type adminPlan struct {
 	added   []string // 44100 targets
 	removed []string // 44101 targets
 	state   bool     // re-emit 39000/39001/39002
+	fresh   bool     // the event creates the channel: it has no events yet
 }
 
 // adminInput is everything a rule decides on: the event, the channel as it stands (zero when
@@ -125,7 +126,7 @@ func decideAdmin(in adminInput) (adminPlan, error) {
 }
 
 func newPlan(in adminInput) adminPlan {
-	return adminPlan{ch: in.ch, put: map[string]string{}, state: true}
+	return adminPlan{ch: in.ch, put: map[string]string{}, state: true, fresh: !in.exists}
 }
 
 func isManager(role string) bool { return role == protocol.RoleOwner || role == protocol.RoleAdmin }

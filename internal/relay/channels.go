@@ -92,7 +92,6 @@ func (r *Relay) submitAdmin(ctx context.Context, ev *nostr.Event, chID string) r
 		}
 		return accepted(store.ErrDuplicate.Error())
 	}
-	_, existed := r.acl.get(chID)
 	plan, res, ok := r.planAdmin(ctx, ev, chID)
 	if !ok {
 		return res
@@ -100,7 +99,7 @@ func (r *Relay) submitAdmin(ctx context.Context, ev *nostr.Event, chID string) r
 	// Build the relay-signed events before writing so they commit with the admin event.
 	var relayEvents []*nostr.Event
 	add := func(kind int, tags nostr.Tags, content string) error {
-		e, err := r.signRelay(ctx, kind, chID, !existed, tags, content)
+		e, err := r.signRelay(ctx, kind, chID, plan.fresh, tags, content)
 		if err == nil {
 			relayEvents = append(relayEvents, e)
 		}
