@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/buzz-harness/buzz/internal/testbin"
 )
 
 // testAgentBin is the real testagent program, built once for the package's tests.
@@ -255,18 +257,6 @@ func TestSpawnedAgentLineOver10MiBIsAccepted(t *testing.T) {
 	}
 }
 
-// processState reads /proc/<pid>/stat's state letter; "" when the process is gone.
-func processState(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ""
-	}
-	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
-		return string(b[i+2])
-	}
-	return "?"
-}
-
 func TestKillTakesDownTheWholeProcessGroup(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "child.pid")
 	run := spawnTestAgent(t, map[string]string{"TESTAGENT_SPAWN_CHILD": pidFile}, ClientConfig{})
@@ -276,8 +266,8 @@ func TestKillTakesDownTheWholeProcessGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	child, _ := strconv.Atoi(string(b))
-	if st := processState(child); st == "" || st == "Z" {
-		t.Fatalf("child %d not running before the kill (state %q)", child, st)
+	if !testbin.Running(child) {
+		t.Fatalf("child %d not running before the kill", child)
 	}
 	if err := run.Kill(); err != nil {
 		t.Fatal(err)
@@ -288,10 +278,10 @@ func TestKillTakesDownTheWholeProcessGroup(t *testing.T) {
 		t.Fatal("Kill returned before the agent was reaped")
 	}
 	ctx := testCtx(t)
-	for st := processState(child); st != "" && st != "Z"; st = processState(child) {
+	for testbin.Running(child) {
 		select {
 		case <-ctx.Done():
-			t.Fatalf("child %d survived the group kill (state %s)", child, st)
+			t.Fatalf("child %d survived the group kill", child)
 		case <-time.After(5 * time.Millisecond):
 		}
 	}

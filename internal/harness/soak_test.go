@@ -16,6 +16,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/testbin"
 )
 
 // TestSoakNothingLost sends mentions from several senders over several channels while buzz-acp is
@@ -115,7 +116,7 @@ func TestSoakNothingLost(t *testing.T) {
 				saveRun()
 				s.start(args, env...)
 			case "agent":
-				for _, pid := range childPIDs(s.harness.Process.Pid) {
+				for _, pid := range testbin.Children(s.harness.Process.Pid) {
 					_ = syscall.Kill(pid, syscall.SIGKILL)
 				}
 			case "relay":
@@ -235,33 +236,6 @@ func deadLettered(t *testing.T, path string) map[string]int {
 			for _, id := range e.Data.Events {
 				out[id]++
 			}
-		}
-	}
-	return out
-}
-
-// childPIDs lists the direct children of pid (the harness's agent processes).
-func childPIDs(pid int) []int {
-	var out []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		n, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// Fields after the command (in parentheses): state, ppid, ...
-		s := string(raw)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			out = append(out, n)
 		}
 	}
 	return out

@@ -141,45 +141,6 @@ func (p *upProc) stop(t *testing.T) {
 	}
 }
 
-// children lists the pids whose parent is pid (from /proc).
-func children(t *testing.T, pid int) []int {
-	t.Helper()
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Skip("no /proc: cannot check child processes")
-	}
-	var out []int
-	for _, e := range ents {
-		n, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if ppid, _, ok := procStat(n); ok && ppid == pid {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-// procStat returns a process's parent pid and state letter.
-func procStat(pid int) (ppid int, state string, ok bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, "", false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')') // the command name may contain spaces
-	if i < 0 {
-		return 0, "", false
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 2 {
-		return 0, "", false
-	}
-	ppid, _ = strconv.Atoi(f[1])
-	return ppid, f[0], true
-}
-
 // cmdline is a process's argv (from /proc).
 func cmdline(pid int) []string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
@@ -187,11 +148,6 @@ func cmdline(pid int) []string {
 		return nil
 	}
 	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-}
-
-func running(pid int) bool {
-	_, state, ok := procStat(pid)
-	return ok && state != "Z" && state != "X"
 }
 
 // cli runs the buzz CLI as the owner of dataDir.
@@ -340,7 +296,7 @@ func TestUpAnswersMentionStopsOnSIGINTWithoutLeftoversAndResumesOnSecondStart(t 
 		t.Errorf("agent reply %q does not echo the request", reply)
 	}
 
-	kids := children(t, first.cmd.Process.Pid)
+	kids := testbin.Children(first.cmd.Process.Pid)
 	if len(kids) == 0 {
 		t.Fatal("buzz up has no child process; the agent should run as its child")
 	}
@@ -354,7 +310,7 @@ func TestUpAnswersMentionStopsOnSIGINTWithoutLeftoversAndResumesOnSecondStart(t 
 	}
 	first.stop(t)
 	for _, pid := range kids {
-		if running(pid) {
+		if testbin.Running(pid) {
 			t.Errorf("child %d still running after buzz up stopped", pid)
 		}
 	}

@@ -1,0 +1,96 @@
+package testbin
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Linux /proc helpers for tests that follow the processes the binaries start (agents run in their
+// own process groups, so they are not the test's children).
+
+// stat is the part of /proc/<pid>/stat the tests need.
+type stat struct {
+	state      string // R, S, Z, …
+	ppid, pgrp int
+}
+
+func readStat(pid int) (stat, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return stat{}, false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')') // the command name may contain spaces and parentheses
+	if i < 0 {
+		return stat{}, false
+	}
+	f := strings.Fields(s[i+1:]) // state, ppid, pgrp, …
+	if len(f) < 3 {
+		return stat{}, false
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	pgrp, _ := strconv.Atoi(f[2])
+	return stat{state: f[0], ppid: ppid, pgrp: pgrp}, true
+}
+
+// eachProc calls fn for every process /proc lists.
+func eachProc(fn func(pid int, st stat)) {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, ok := readStat(pid); ok {
+			fn(pid, st)
+		}
+	}
+}
+
+// Children lists the pids whose parent is pid.
+func Children(pid int) []int {
+	var out []int
+	eachProc(func(p int, st stat) {
+		if st.ppid == pid {
+			out = append(out, p)
+		}
+	})
+	return out
+}
+
+// Running reports whether pid exists and has not exited (a zombie has).
+func Running(pid int) bool {
+	st, ok := readStat(pid)
+	return ok && st.state != "Z" && st.state != "X"
+}
+
+// groupRunning reports whether any process of process group pgid is still running.
+func groupRunning(pgid int) bool {
+	alive := false
+	eachProc(func(_ int, st stat) {
+		if st.pgrp == pgid && st.state != "Z" && st.state != "X" {
+			alive = true
+		}
+	})
+	return alive
+}
+
+// WaitGroupsGone waits until no process of the given process groups runs, failing the test after
+// timeout. A killed group's processes are not the test's children, so there is nothing to wait on
+// but /proc.
+func WaitGroupsGone(t testing.TB, pgids []int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for _, g := range pgids {
+		for groupRunning(g) {
+			if time.Now().After(deadline) {
+				t.Errorf("process group %d still running %v after it was killed", g, timeout)
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
