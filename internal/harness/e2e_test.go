@@ -102,13 +102,14 @@ func (s *stack) command(args []string, env ...string) (*exec.Cmd, *testbin.Outpu
 	return cmd, logs
 }
 
-// kill stops buzz-acp and its agents (SIGKILL to the process group).
+// kill SIGKILLs buzz-acp and its agents and returns once none of them runs.
 func (s *stack) kill() {
 	if s.harness == nil {
 		return
 	}
-	_ = syscall.Kill(-s.harness.Process.Pid, syscall.SIGKILL)
+	agents := testbin.KillWithAgents(s.harness.Process.Pid)
 	<-s.exited
+	testbin.WaitGroupsGone(s.t, agents, 10*time.Second)
 	s.harness = nil
 	if s.t.Failed() {
 		s.t.Logf("buzz-acp output:\n%s", s.logs.String())

@@ -187,22 +187,14 @@ func mustPub(t *testing.T, sk string) string {
 	return pk
 }
 
-// kill SIGKILLs buzz-acp and its agents, as a crash of the whole machine's user session would,
-// and returns once none of them runs. The agents run in process groups of their own, so they are
-// killed group by group; buzz-acp is stopped first so it cannot start another meanwhile. Waiting
-// for them matters: an adapter left to exit on its own still writes its transcript into HOME
-// while the test's temp dir is being removed.
+// kill SIGKILLs buzz-acp and its agents, as a crash would, and returns once none of them runs:
+// an adapter left to exit on its own still writes its transcript into HOME while the test's
+// temp dir is being removed.
 func (s *stack) kill() {
 	if s.harness == nil {
 		return
 	}
-	pid := s.harness.Process.Pid
-	_ = syscall.Kill(-pid, syscall.SIGSTOP)
-	agents := testbin.Children(pid)
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
-	for _, a := range agents {
-		_ = syscall.Kill(-a, syscall.SIGKILL)
-	}
+	agents := testbin.KillWithAgents(s.harness.Process.Pid)
 	<-s.exited
 	testbin.WaitGroupsGone(s.t, agents, 10*time.Second)
 	s.harness = nil

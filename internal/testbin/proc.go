@@ -4,6 +4,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -93,4 +94,18 @@ func WaitGroupsGone(t testing.TB, pgids []int, timeout time.Duration) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+}
+
+// KillWithAgents SIGKILLs pid's process group and the groups of pid's children: buzz-acp starts
+// each agent in a group of its own, so killing buzz-acp's group alone leaves them running (and
+// writing into the test's temp dirs). pid's group is stopped first so it cannot start another
+// child meanwhile. It returns the children's groups, for WaitGroupsGone.
+func KillWithAgents(pid int) []int {
+	_ = syscall.Kill(-pid, syscall.SIGSTOP)
+	kids := Children(pid)
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	for _, k := range kids {
+		_ = syscall.Kill(-k, syscall.SIGKILL)
+	}
+	return kids
 }
