@@ -16,19 +16,64 @@ func TestReplyToTheThreadRootInTheSameSecondDoesNotAnswerTheNextBatch(t *testing
 	batch := []*nostr.Event{{ID: m9, Tags: nostr.Tags{{"e", root, "", "reply"}}}}
 	since := time.Unix(1_700_000_000, 0)
 	previous := &nostr.Event{CreatedAt: 1_700_000_000, Tags: nostr.Tags{{"e", root, "", "root"}, {"e", strings.Repeat("5", 64), "", "reply"}}}
-	if replyAnswers(previous, batch, since) {
+	if replyAnswers(previous, batch, since, false) {
 		t.Fatal("a same-second reply to the root answered a later batch of its thread")
 	}
 	rootOnlyLater := &nostr.Event{CreatedAt: 1_700_000_001, Tags: nostr.Tags{{"e", root, "", "root"}}}
-	if !replyAnswers(rootOnlyLater, batch, since) {
+	if !replyAnswers(rootOnlyLater, batch, since, false) {
 		t.Fatal("a later reply to the thread's root is not taken as the answer")
 	}
 	named := &nostr.Event{CreatedAt: 1_700_000_000, Tags: nostr.Tags{{"e", root, "", "root"}, {"e", m9, "", "reply"}}}
-	if !replyAnswers(named, batch, since) {
+	if !replyAnswers(named, batch, since, false) {
 		t.Fatal("a same-second reply naming the batch's event is not taken as the answer")
 	}
 	asking := &nostr.Event{CreatedAt: 1_700_000_005, Tags: nostr.Tags{{"e", m9, "", "reply"}, {"buzz", "permission_request"}}}
-	if replyAnswers(asking, batch, since) {
+	if replyAnswers(asking, batch, since, false) {
 		t.Fatal("a permission question was taken as the answer")
+	}
+}
+
+// When no earlier turn of the thread ended in the second the batch went in flight, a reply to
+// the root dated in that second can only be the batch's own: taking it for something else would
+// prompt the batch again after a crash and answer it twice (the soak saw this).
+func TestReplyToTheThreadRootInTheSameSecondAnswersWhenNoEarlierTurnEndedInIt(t *testing.T) {
+	root, m9 := strings.Repeat("a", 64), strings.Repeat("9", 64)
+	batch := []*nostr.Event{{ID: m9, Tags: nostr.Tags{{"e", root, "", "reply"}}}}
+	since := time.Unix(1_700_000_000, 0)
+	sameSecond := &nostr.Event{CreatedAt: 1_700_000_000, Tags: nostr.Tags{{"e", root, "", "root"}}}
+	if !replyAnswers(sameSecond, batch, since, true) {
+		t.Fatal("the batch's own same-second reply to the root is not taken as its answer")
+	}
+	earlier := &nostr.Event{CreatedAt: 1_699_999_999, Tags: nostr.Tags{{"e", root, "", "root"}}}
+	if replyAnswers(earlier, batch, since, true) {
+		t.Fatal("a reply from before the batch went in flight answered it")
+	}
+}
+
+func TestOwnSecondNeedsNoTurnEndInThatSecondAndAProcessRunningBeforeIt(t *testing.T) {
+	k, other := scopeKey{Channel: "a"}, scopeKey{Channel: "b"}
+	start := time.Unix(1_700_000_010, 500_000_000)
+	var e turnEnds
+	if e.ownSecond(k, start) {
+		t.Fatal("own second before the process started taking turns")
+	}
+	e.since = time.Unix(1_700_000_010, 100_000_000)
+	if e.ownSecond(k, start) {
+		t.Fatal("own second in the process's first second: an earlier process's turn may have ended in it")
+	}
+	e.since = time.Unix(1_700_000_009, 0)
+	if !e.ownSecond(k, start) {
+		t.Fatal("no turn ended in the second, yet it is not the batch's own")
+	}
+	e.ended(k, time.Unix(1_700_000_010, 200_000_000))
+	if e.ownSecond(k, start) {
+		t.Fatal("a turn of the conversation ended in the same second, yet it counts as the batch's own")
+	}
+	if !e.ownSecond(other, start) {
+		t.Fatal("another conversation's turn end took the second away")
+	}
+	e.ended(other, time.Unix(1_700_000_013, 0))
+	if _, kept := e.at[k]; kept {
+		t.Fatal("a turn end older than two seconds was kept")
 	}
 }

@@ -84,6 +84,7 @@ type Harness struct {
 	// resumeRetried marks conversations whose resume already failed indeterminately once.
 	resumeRetried map[scopeKey]bool
 	heartbeatBusy bool
+	turnEnds      turnEnds
 	results       chan turnResult
 	wake          chan struct{}
 
@@ -166,6 +167,7 @@ func (h *Harness) Run(ctx context.Context) error {
 	defer h.jrnl.Close()
 	defer h.stop(cancel) // first: nothing may write the journal or the store once they close
 
+	h.turnEnds.since = h.now()
 	since := h.catchUpSince()
 	h.live = client.NewLive(client.LiveConfig{RelayURL: h.cfg.RelayURL, SecretKey: h.cfg.SecretKey, Logger: h.log})
 	liveErr := make(chan error, 1)

@@ -114,6 +114,7 @@ func (h *Harness) replayJournal(ctx context.Context) {
 		at    int64
 	}
 	inflight := map[batchKey][]*nostr.Event{}
+	ownSecond := map[batchKey]bool{} // every event of the batch marked so
 	var order []batchKey
 	n := 0
 	for _, e := range h.jrnl.Pending() {
@@ -131,7 +132,9 @@ func (h *Harness) replayJournal(ctx context.Context) {
 			k := batchKey{h.scopeOf(h.channels[e.ChannelID], ev), e.InFlightAt.Unix()}
 			if inflight[k] == nil {
 				order = append(order, k)
+				ownSecond[k] = true
 			}
+			ownSecond[k] = ownSecond[k] && e.InFlightOwnSecond
 			inflight[k] = append(inflight[k], ev)
 			continue
 		}
@@ -144,7 +147,7 @@ func (h *Harness) replayJournal(ctx context.Context) {
 	for i := len(order) - 1; i >= 0; i-- {
 		k := order[i]
 		evs := inflight[k]
-		if h.relay.answered(ctx, k.scope.channelID(), evs, time.Unix(k.at, 0)) {
+		if h.relay.answered(ctx, k.scope.channelID(), evs, time.Unix(k.at, 0), ownSecond[k]) {
 			h.log.Info("journal: batch in flight at the restart was already answered", "channel", k.scope.channelID(), "scope", k.scope.String(), "events", len(evs))
 			for _, ev := range evs {
 				h.done(ev.ID)

@@ -320,14 +320,14 @@ func (rc *relayClient) publish(ctx context.Context, ev *nostr.Event) {
 // that answers it (replyAnswers): the sign that a turn's reply landed even though its outcome was
 // not recorded (the harness or the agent died first). On a failed query it says no: answering
 // twice beats never answering.
-func (rc *relayClient) answered(ctx context.Context, ch string, evs []*nostr.Event, since time.Time) bool {
+func (rc *relayClient) answered(ctx context.Context, ch string, evs []*nostr.Event, since time.Time, ownSecond bool) bool {
 	got, err := rc.query(ctx, nostr.Filter{Kinds: []int{protocol.KindStreamMessage}, Authors: []string{rc.self},
 		Tags: nostr.TagMap{"h": {ch}}, Since: ptrTS(since), Limit: 100})
 	if err != nil {
 		return false
 	}
 	for i := range got {
-		if replyAnswers(&got[i], evs, since) {
+		if replyAnswers(&got[i], evs, since, ownSecond) {
 			return true
 		}
 	}
@@ -336,10 +336,12 @@ func (rc *relayClient) answered(ctx context.Context, ch string, evs []*nostr.Eve
 
 // replyAnswers reports whether the agent's message r answers a batch that went in flight at
 // since. Naming one of the batch's events is an answer. Naming only their thread's root (agents
-// often reply to the root) counts only when r is dated after since: created_at has one-second
-// resolution, and the reply that ended the thread's previous turn in that same second names the
-// same root — taking it for this batch's answer would lose the batch.
-func replyAnswers(r *nostr.Event, evs []*nostr.Event, since time.Time) bool {
+// often reply to the root) counts when r is dated after since's second, or in it when ownSecond
+// says no earlier turn of the conversation ended in that second: created_at has one-second
+// resolution, and a previous turn's reply in the same second names the same root — taking it
+// for this batch's answer would lose the batch; ignoring this batch's own same-second reply
+// answers it twice.
+func replyAnswers(r *nostr.Event, evs []*nostr.Event, since time.Time, ownSecond bool) bool {
 	if protocol.IsPermissionRequest(r.Tags) {
 		return false // asking the owner is not answering the turn
 	}
@@ -350,7 +352,8 @@ func replyAnswers(r *nostr.Event, evs []*nostr.Event, since time.Time) bool {
 			roots[root] = true
 		}
 	}
-	later := int64(r.CreatedAt) > since.Unix()
+	sec := int64(r.CreatedAt)
+	later := sec > since.Unix() || ownSecond && sec == since.Unix()
 	for _, t := range r.Tags {
 		if len(t) < 2 || t[0] != "e" {
 			continue

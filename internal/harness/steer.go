@@ -84,6 +84,7 @@ type liveTurn struct {
 	proc      *acp.Process
 	steerable bool      // initialize advertised _meta.steering.supported
 	startedAt time.Time // when the batch went in flight (its journal mark)
+	ownSecond bool      // no earlier turn of the conversation ended in startedAt's second (turnEnds)
 	session   atomic.Pointer[string]
 
 	merge   *prompt.MergeReason // a cancel-and-merge was asked (interrupt wins over steer)
@@ -252,7 +253,7 @@ func (h *Harness) finishSteer(r steerResult) {
 	t, k := r.turn, r.scope
 	live := h.turns[k] == t
 	if r.ok && live {
-		if err := h.jrnl.InFlight(t.startedAt, r.item.Event.ID); err != nil {
+		if err := h.jrnl.InFlight(t.startedAt, t.ownSecond, r.item.Event.ID); err != nil {
 			h.log.Warn("journal", "err", err)
 		}
 		t.steered = append(t.steered, r.item)

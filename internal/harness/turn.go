@@ -84,6 +84,7 @@ func (h *Harness) startTurn(ctx context.Context, in turnInput) {
 	tctx, cancel := context.WithCancelCause(ctx)
 	h.inflight[in.scope] = cancel
 	in.live = &liveTurn{proc: in.proc, steerable: in.ident.Steering, startedAt: h.now()}
+	in.live.ownSecond = h.turnEnds.ownSecond(in.scope, in.live.startedAt)
 	h.turns[in.scope] = in.live
 	h.ack.turnStarted(in.scope, in.channel.ID, in.batch.Last())
 	h.tasks.Go(func() {
@@ -111,7 +112,7 @@ func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 	start := in.live.startedAt
 	r.started = start
 	// Durable before the agent sees the batch: after a crash this says a reply may exist.
-	if err := h.jrnl.InFlight(start, in.batch.IDs()...); err != nil {
+	if err := h.jrnl.InFlight(start, in.live.ownSecond, in.batch.IDs()...); err != nil {
 		h.log.Warn("journal", "err", err)
 	}
 	h.emit(in, observer.TurnStarted{Events: in.batch.IDs(), Attempt: in.batch.Attempt})
@@ -151,7 +152,7 @@ func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 		// The agent died or timed out; its reply may already be in the channel. Kill its whole
 		// process group first, so no straggler (a `buzz` call still running) posts after we look.
 		_ = in.proc.Kill()
-		r.answered = h.relay.answered(context.WithoutCancel(ctx), in.channel.ID, in.batch.Events(), start)
+		r.answered = h.relay.answered(context.WithoutCancel(ctx), in.channel.ID, in.batch.Events(), start, in.live.ownSecond)
 	}
 	if err != nil {
 		r.err = err
@@ -162,7 +163,7 @@ func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 	if r.stop == "cancelled" && errors.Is(context.Cause(ctx), errMerge) {
 		// Cancelled to merge a new message: if the reply already landed, the batch is answered
 		// and only the new message goes next (it must not be answered twice).
-		r.answered = h.relay.answered(context.WithoutCancel(ctx), in.channel.ID, in.batch.Events(), start)
+		r.answered = h.relay.answered(context.WithoutCancel(ctx), in.channel.ID, in.batch.Events(), start, in.live.ownSecond)
 	}
 	r.usage = res.Usage
 	r.delivered = rendered.DeliveredIDs
@@ -211,6 +212,7 @@ func (h *Harness) finishTurn(ctx context.Context, r turnResult) {
 	s, k := r.in.slot, r.in.scope
 	t := h.turns[k]
 	delete(h.turns, k)
+	h.turnEnds.ended(k, h.now())
 	absorbSteered(&r, t)
 	h.publishTurnMetric(ctx, r)
 	outcome := decideOutcome(r, h.removed[k.channelID()] || h.channels[k.channelID()] == nil)
@@ -373,4 +375,35 @@ func (h *Harness) deadLetter(ctx context.Context, in turnInput, err error) {
 			"). Please re-send it, or ask my owner to check on me.")
 	h.emit(in, observer.DeadLetter{Events: in.batch.IDs(), Reason: reason})
 	h.publishLater(ctx, notice)
+}
+
+// turnEnds remembers when each conversation's last turn ended, for a second or two: long enough
+// to tell whether a reply dated in a new turn's first second can be the previous turn's
+// (replyAnswers). Only the loop uses it.
+type turnEnds struct {
+	since time.Time              // when this process began taking turns
+	at    map[scopeKey]time.Time // pruned to the last few seconds
+}
+
+func (e *turnEnds) ended(k scopeKey, now time.Time) {
+	if e.at == nil {
+		e.at = map[scopeKey]time.Time{}
+	}
+	for s, t := range e.at {
+		if now.Sub(t) > 2*time.Second {
+			delete(e.at, s)
+		}
+	}
+	e.at[k] = now
+}
+
+// ownSecond reports whether a reply dated in start's second can only come from a turn of k that
+// starts at start: no turn of k ended in that second, as far as this process can know (it was
+// already running in the second before, so an earlier process's turn cannot have ended in it).
+func (e *turnEnds) ownSecond(k scopeKey, start time.Time) bool {
+	if e.since.IsZero() || e.since.Unix() >= start.Unix() {
+		return false
+	}
+	end, ok := e.at[k]
+	return !ok || end.Unix() < start.Unix()
 }

@@ -52,6 +52,10 @@ type Entry struct {
 	// InFlightAt is when the event was last handed to the agent in a turn (zero: never). After a
 	// crash it tells the harness the agent may already have answered.
 	InFlightAt time.Time `json:"inFlightAt,omitzero"`
+	// InFlightOwnSecond: no earlier turn of the event's conversation ended in InFlightAt's
+	// second, so an agent reply dated in that second can only be this batch's (see
+	// harness.replyAnswers; created_at has one-second resolution).
+	InFlightOwnSecond bool `json:"inFlightOwnSecond,omitempty"`
 }
 
 type record struct {
@@ -59,6 +63,7 @@ type record struct {
 	Entry *Entry   `json:"entry,omitempty"`
 	IDs   []string `json:"ids,omitempty"`
 	TS    int64    `json:"ts,omitempty"`
+	Own   bool     `json:"own,omitempty"` // inflight: Entry.InFlightOwnSecond
 }
 
 const (
@@ -148,6 +153,7 @@ func (s *state) apply(r record) bool {
 		for _, id := range r.IDs {
 			if e, ok := s.pending[id]; ok {
 				e.InFlightAt = time.Unix(r.TS, 0)
+				e.InFlightOwnSecond = r.Own
 				s.pending[id] = e
 			}
 		}
@@ -398,16 +404,17 @@ func (j *Journal) Done(eventIDs ...string) error {
 	return j.maybeCompactLocked()
 }
 
-// InFlight records that a turn is about to show these events to the agent. It never compacts:
+// InFlight records that a turn is about to show these events to the agent; ownSecond is
+// Entry.InFlightOwnSecond. It never compacts:
 // it sits between an event and its prompt, and a compaction (a rewrite and three fsyncs) there
 // cost that prompt tens of milliseconds; the Done that ends every turn compacts instead.
-func (j *Journal) InFlight(at time.Time, eventIDs ...string) error {
+func (j *Journal) InFlight(at time.Time, ownSecond bool, eventIDs ...string) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.closed {
 		return errors.New("journal in-flight: journal is closed")
 	}
-	r := record{Op: opInFlight, IDs: eventIDs, TS: at.Unix()}
+	r := record{Op: opInFlight, IDs: eventIDs, TS: at.Unix(), Own: ownSecond}
 	j.state.apply(r)
 	if err := j.writeLocked(r); err != nil {
 		j.needsSync = true

@@ -565,14 +565,14 @@ func TestInFlightMarkSurvivesReopenAndCompaction(t *testing.T) {
 	j, _ := openT(t, dir, nil)
 	mustAppend(t, j, 1, 2)
 	at := time.Unix(1700000100, 0)
-	if err := j.InFlight(at, entry(1).EventID); err != nil {
+	if err := j.InFlight(at, true, entry(1).EventID); err != nil {
 		t.Fatal(err)
 	}
 	_ = j.Compact()
 	_ = j.Close()
 	j2, _ := openT(t, dir, nil)
 	p := j2.Pending()
-	if len(p) != 2 || !p[0].InFlightAt.Equal(at) || !p[1].InFlightAt.IsZero() {
+	if len(p) != 2 || !p[0].InFlightAt.Equal(at) || !p[0].InFlightOwnSecond || !p[1].InFlightAt.IsZero() || p[1].InFlightOwnSecond {
 		t.Fatalf("pending after reopen = %+v", p)
 	}
 }
@@ -596,7 +596,7 @@ func TestInFlightNeverCompactsOnTheWayToAPrompt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := j.InFlight(time.Unix(1700000100, 0), entry(1).EventID); err != nil {
+	if err := j.InFlight(time.Unix(1700000100, 0), false, entry(1).EventID); err != nil {
 		t.Fatal(err)
 	}
 	after, err := os.Stat(j.Path())
@@ -633,7 +633,7 @@ func TestWritesDoNotWaitForTheDiskAndOneFsyncCoversThoseWrittenMeanwhile(t *test
 	if err := j.Skip(entry(3).EventID, entry(3).CreatedAt); err != nil {
 		t.Fatal(err)
 	}
-	if err := j.InFlight(time.Unix(1700000001, 0), entry(1).EventID); err != nil {
+	if err := j.InFlight(time.Unix(1700000001, 0), false, entry(1).EventID); err != nil {
 		t.Fatal(err)
 	}
 	if err := j.Done(entry(1).EventID); err != nil {
