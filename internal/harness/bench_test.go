@@ -7,15 +7,19 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/buzz-harness/buzz/internal/testbin"
 )
 
 // BenchmarkHarnessOverhead measures, with a zero-latency scripted agent, the time from the relay's
@@ -26,13 +30,40 @@ func BenchmarkHarnessOverhead(b *testing.B) {
 	for _, n := range []int{1, 100, 1000} {
 		b.Run(fmt.Sprintf("channels=%d", n), func(b *testing.B) {
 			for range b.N {
-				benchOverhead(b, n, 500)
+				o := benchOverhead(b, n, 500, (*stack).startMeasured)
+				b.ReportMetric(o.p50, "p50-ms")
+				b.ReportMetric(o.p99, "p99-ms")
+				b.ReportMetric(o.rssPerSession, "rss-KiB/session")
 			}
 		})
 	}
 }
 
-func benchOverhead(b *testing.B, channels, samples int) {
+// BenchmarkHarnessOverheadVsCeiling runs the same measurement against buzz-acp and against
+// acpceiling (a client that only reads the frame, checks the signature and writes the prompt),
+// one after the other on the same machine, and reports both p99s and their ratio: the part of
+// the tail that is buzz-acp's rather than the machine's. Run with -benchtime=1x; repeat with
+// -count for medians.
+func BenchmarkHarnessOverheadVsCeiling(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("channels=%d", n), func(b *testing.B) {
+			for range b.N {
+				ceiling := benchOverhead(b, n, 500, (*stack).startCeiling)
+				ours := benchOverhead(b, n, 500, (*stack).startMeasured)
+				b.ReportMetric(ours.p99, "p99-ms")
+				b.ReportMetric(ceiling.p99, "ceiling-p99-ms")
+				b.ReportMetric(ours.p99/ceiling.p99, "p99-ratio")
+				b.ReportMetric(ours.p50/ceiling.p50, "p50-ratio")
+			}
+		})
+	}
+}
+
+type overhead struct{ p50, p99, rssPerSession float64 }
+
+// benchOverhead starts a harness with start (which writes its activity log to the given path),
+// warms one session per channel, then times samples mentions one at a time.
+func benchOverhead(b *testing.B, channels, samples int, start func(s *stack, activity string, channels int)) overhead {
 	s := newStack(b)
 	ids := []string{s.channel}
 	for i := 1; i < channels; i++ {
@@ -41,11 +72,7 @@ func benchOverhead(b *testing.B, channels, samples int) {
 		ids = append(ids, ch)
 	}
 	activity := filepath.Join(b.TempDir(), "activity.jsonl")
-	// The figure is the overhead of a mention to a live session: channel policy (under thread policy
-	// every top-level mention opens a new session) and room for every channel's session (past the
-	// cache bound the least recently used is closed, and the next mention there loads it again).
-	s.start([]string{"--activity-log", activity, "--log-level", "info", "--session-policy", "channel",
-		"--max-cached-conversation-sessions", strconv.Itoa(channels)}, "TESTAGENT_NO_CLI=1")
+	start(s, activity, channels)
 	rssBefore := rssKiB(b, s.harness.Process.Pid)
 
 	post := func(ch, text string) {
@@ -71,12 +98,40 @@ func benchOverhead(b *testing.B, channels, samples int) {
 	if len(lat) < samples {
 		b.Fatalf("measured %d samples, want %d", len(lat), samples)
 	}
+	s.kill() // before the next measurement starts
 	lat = lat[len(lat)-samples:]
 	slices.Sort(lat)
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
-	b.ReportMetric(ms(lat[len(lat)*99/100]), "p99-ms")
-	b.ReportMetric(float64(rssAfter-rssBefore)/float64(channels), "rss-KiB/session")
+	return overhead{p50: ms(lat[len(lat)/2]), p99: ms(lat[len(lat)*99/100]), rssPerSession: float64(rssAfter-rssBefore) / float64(channels)}
+}
+
+// startMeasured starts buzz-acp as the overhead benchmark measures it.
+func (s *stack) startMeasured(activity string, channels int) {
+	// The figure is the overhead of a mention to a live session: channel policy (under thread policy
+	// every top-level mention opens a new session) and room for every channel's session (past the
+	// cache bound the least recently used is closed, and the next mention there loads it again).
+	s.start([]string{"--activity-log", activity, "--log-level", "info", "--session-policy", "channel",
+		"--max-cached-conversation-sessions", strconv.Itoa(channels)}, "TESTAGENT_NO_CLI=1")
+}
+
+// startCeiling starts acpceiling in buzz-acp's place, with the same agent and relay.
+func (s *stack) startCeiling(activity string, _ int) {
+	s.t.Helper()
+	bin := testbin.Dir(s.t, "internal/acpceiling")
+	cmd := exec.Command(filepath.Join(bin, "acpceiling"), s.relay.URL, filepath.Join(s.bin, "testagent"), s.t.TempDir(), activity)
+	cmd.Env = append(os.Environ(), "BUZZ_PRIVATE_KEY="+s.agentSK, "TESTAGENT_RECORD="+s.record,
+		"TESTAGENT_STATE_DIR="+s.agentDir, "TESTAGENT_NO_CLI=1")
+	s.logs = &testbin.Output{}
+	cmd.Stdout, cmd.Stderr = s.logs, s.logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	s.harness = cmd
+	s.exited = make(chan error, 1)
+	go func() { s.exited <- cmd.Wait() }()
+	s.t.Cleanup(func() { s.kill() })
+	s.waitLog("buzz-acp ready", 20*time.Second)
 }
 
 // waitRecordedFor waits until the test agent has recorded n prompts. It reads only what the agent
