@@ -188,7 +188,14 @@ func (h *Harness) Run(ctx context.Context) error {
 		Tags:  nostr.TagMap{"p": {h.agent}},
 		Since: ptrTS(since),
 	})
-	h.pool.reapOrphans()
+	if h.pool.reapOrphans() > 0 {
+		// A reply a killed orphan's `buzz` call sent just before may still be committing at the
+		// relay; the replay below looks for it.
+		select {
+		case <-time.After(publishSettle):
+		case <-ctx.Done():
+		}
+	}
 	h.asker.recover(ctx) // before the replay: a turn that died asking the owner is not run again
 	h.replayJournal(ctx)
 	h.log.Info("buzz-acp ready", "agent", h.agent, "channels", len(h.channels), "relay", h.cfg.RelayURL, "procs", runtime.GOMAXPROCS(0))

@@ -111,12 +111,18 @@ func (q *Queue) PushFront(channelID scopeKey, ev *nostr.Event, now time.Time) {
 
 // Next picks the ready channel with the oldest head event, drains up to maxBatch events sorted
 // by created_at, and marks the channel in flight. ok is false when nothing is ready.
-func (q *Queue) Next(now time.Time) (b *Batch, ok bool) {
+func (q *Queue) Next(now time.Time) (b *Batch, ok bool) { return q.NextWhere(now, nil) }
+
+// NextWhere is Next among the conversations ready also says may start now (nil: all).
+func (q *Queue) NextWhere(now time.Time, ready func(scopeKey) bool) (b *Batch, ok bool) {
 	var best scopeKey
 	var bestAt time.Time
 	found := false
 	for id, c := range q.chans {
 		if c.inFlight || len(c.items)+len(c.carried) == 0 || now.Before(c.notBefore) {
+			continue
+		}
+		if ready != nil && !ready(id) {
 			continue
 		}
 		head := c.head()

@@ -44,23 +44,26 @@ func (p *pool) recordAgents() {
 	}
 }
 
-// reapOrphans kills the process groups of agents a previous harness left running.
-func (p *pool) reapOrphans() {
+// reapOrphans kills the process groups of agents a previous harness left running and says how
+// many it killed.
+func (p *pool) reapOrphans() (killed int) {
 	raw, err := os.ReadFile(p.record)
 	if err != nil {
-		return
+		return 0
 	}
 	var procs []agentProc
 	if json.Unmarshal(raw, &procs) != nil {
 		p.log.Warn("ignoring unreadable agent process record", "path", p.record)
-		return
+		return 0
 	}
 	for _, a := range procs {
 		if st, ok := procStartTime(a.PID); ok && st == a.StartTime {
 			p.log.Warn("killing agent left running by a previous buzz-acp", "pid", a.PID)
 			_ = syscall.Kill(-a.PID, syscall.SIGKILL)
+			killed++
 		}
 	}
+	return killed
 }
 
 // procStartTime reads a process's start time (clock ticks since boot).

@@ -48,10 +48,23 @@ type turnResult struct {
 	started    time.Time
 }
 
-// dispatch starts turns while there is ready work and an idle agent.
+// dispatch starts turns while there is ready work and an idle agent. A conversation whose last
+// turn ended in the current second waits for the next one (turnEnds), and is woken for it.
 func (h *Harness) dispatch(ctx context.Context) {
 	for ctx.Err() == nil && h.pool.idle() {
-		b, ok := h.queue.Next(h.now())
+		now := h.now()
+		held := false
+		b, ok := h.queue.NextWhere(now, func(k scopeKey) bool {
+			if h.turnEnds.ownSecond(k, now) {
+				return true
+			}
+			held = true
+			return false
+		})
+		if next := now.Truncate(time.Second).Add(time.Second); held && h.turnEnds.wakeAt.Before(next) {
+			h.turnEnds.wakeAt = next
+			time.AfterFunc(next.Sub(now), h.poke)
+		}
 		if !ok {
 			return
 		}
@@ -152,7 +165,7 @@ func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 		// The agent died or timed out; its reply may already be in the channel. Kill its whole
 		// process group first, so no straggler (a `buzz` call still running) posts after we look.
 		_ = in.proc.Kill()
-		r.answered = h.relay.answered(context.WithoutCancel(ctx), in.channel.ID, in.batch.Events(), start, in.live.ownSecond)
+		r.answered = h.answeredAfterKill(ctx, in, start)
 	}
 	if err != nil {
 		r.err = err
@@ -377,12 +390,15 @@ func (h *Harness) deadLetter(ctx context.Context, in turnInput, err error) {
 	h.publishLater(ctx, notice)
 }
 
-// turnEnds remembers when each conversation's last turn ended, for a second or two: long enough
-// to tell whether a reply dated in a new turn's first second can be the previous turn's
-// (replyAnswers). Only the loop uses it.
+// turnEnds remembers when each conversation's last turn ended, for a second or two. A reply's
+// created_at has one-second resolution, so a reply dated in the second a turn ended could be that
+// turn's or the next one's; the loop therefore starts a conversation's next turn (and any turn in
+// its own first second) only once the second has passed, and the in-flight marker can say a
+// same-second reply is the batch's own (replyAnswers). Only the loop uses it.
 type turnEnds struct {
-	since time.Time              // when this process began taking turns
-	at    map[scopeKey]time.Time // pruned to the last few seconds
+	since  time.Time              // when this process began taking turns
+	at     map[scopeKey]time.Time // pruned to the last few seconds
+	wakeAt time.Time              // the loop is poked then, for conversations held until it
 }
 
 func (e *turnEnds) ended(k scopeKey, now time.Time) {
@@ -406,4 +422,27 @@ func (e *turnEnds) ownSecond(k scopeKey, start time.Time) bool {
 	}
 	end, ok := e.at[k]
 	return !ok || end.Unix() < start.Unix()
+}
+
+// publishSettle is how long a look for a killed agent's reply waits before looking a second time:
+// a reply its `buzz` call sent just before the kill may still be committing at the relay, and a
+// look that misses it prompts the batch again — the soak saw such batches answered twice.
+var publishSettle = time.Second
+
+// answeredAfterKill reports whether a batch whose agent died (its process group now killed) was
+// answered anyway, looking again after publishSettle if the first look finds nothing. A shutdown
+// meanwhile says no: the batch stays in flight and the next run looks again.
+func (h *Harness) answeredAfterKill(ctx context.Context, in turnInput, start time.Time) bool {
+	look := func() bool {
+		return h.relay.answered(context.WithoutCancel(ctx), in.channel.ID, in.batch.Events(), start, in.live.ownSecond)
+	}
+	if look() {
+		return true
+	}
+	select {
+	case <-time.After(publishSettle):
+		return look()
+	case <-ctx.Done():
+		return false
+	}
 }

@@ -1,0 +1,56 @@
+package harness_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// A reply's created_at has one-second resolution, so a conversation's next turn starts only once
+// the second in which its previous turn ended has passed: then a reply dated in a batch's
+// in-flight second can only be that batch's, and a crash cannot make it answer the batch twice or
+// take the previous turn's reply for it.
+func TestNextTurnOfAConversationStartsInALaterSecondThanThePreviousEnded(t *testing.T) {
+	s := newStack(t)
+	activity := filepath.Join(t.TempDir(), "activity.jsonl")
+	s.start([]string{"--activity-log", activity, "--session-policy", "channel"})
+	for _, text := range []string{"first", "second", "third"} {
+		m := s.mention(s.ownerSK, text)
+		s.waitReply(m.ID)
+	}
+	var started, ended []time.Time
+	f, err := os.Open(activity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		var e struct {
+			Time time.Time `json:"time"`
+			Type string    `json:"type"`
+		}
+		if json.Unmarshal(sc.Bytes(), &e) != nil {
+			continue
+		}
+		switch e.Type {
+		case "turn_started":
+			started = append(started, e.Time)
+		case "turn_ended":
+			ended = append(ended, e.Time)
+		}
+	}
+	if len(started) != 3 || len(ended) != 3 {
+		t.Fatalf("%d turns started and %d ended, want 3 each", len(started), len(ended))
+	}
+	for i := 1; i < 3; i++ {
+		if started[i].Unix() <= ended[i-1].Unix() {
+			t.Errorf("turn %d started at %s, in the second turn %d ended (%s)", i+1,
+				started[i].Format("15:04:05.000"), i, ended[i-1].Format("15:04:05.000"))
+		}
+	}
+}
