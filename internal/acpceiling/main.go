@@ -34,10 +34,9 @@ func main() {
 		os.Exit(2)
 	}
 	runtime.GOMAXPROCS(1) // as buzz-acp's default
-	if err := run(os.Args[1], os.Args[2], os.Args[3], os.Args[4]); err != nil {
-		fmt.Fprintln(os.Stderr, "acpceiling:", err)
-		os.Exit(1)
-	}
+	err := run(os.Args[1], os.Args[2], os.Args[3], os.Args[4]) // returns only on failure
+	fmt.Fprintln(os.Stderr, "acpceiling:", err)
+	os.Exit(1)
 }
 
 func run(relayURL, agentCmd, cwd, activityPath string) error {
@@ -91,11 +90,12 @@ func run(relayURL, agentCmd, cwd, activityPath string) error {
 		if ok, _ := ev.CheckSignature(); !ok {
 			continue
 		}
-		ch := ev.Tags.GetFirst([]string{"h", ""})
-		if ch == nil {
+		h := ev.Tags.Find("h")
+		if h == nil {
 			continue
 		}
-		sess, ok := sessions[(*ch)[1]]
+		ch := h[1]
+		sess, ok := sessions[ch]
 		if !ok { // the benchmark's warm-up: not measured
 			res, err := a.call("session/new", map[string]any{"cwd": cwd, "mcpServers": []any{}})
 			if err != nil {
@@ -106,9 +106,9 @@ func run(relayURL, agentCmd, cwd, activityPath string) error {
 			}
 			_ = json.Unmarshal(res, &r)
 			sess = r.SessionID
-			sessions[(*ch)[1]] = sess
+			sessions[ch] = sess
 		}
-		text := fmt.Sprintf("[Context]\nChannel: %s\n\nEvent ID: %s\nContent: %s\n", (*ch)[1], ev.ID, ev.Content)
+		text := fmt.Sprintf("[Context]\nChannel: %s\n\nEvent ID: %s\nContent: %s\n", ch, ev.ID, ev.Content)
 		line, sent := a.send("session/prompt", map[string]any{"sessionId": sess, "prompt": []map[string]string{{"type": "text", "text": text}}})
 		logLine(activity, received, "event_received", map[string]any{"eventId": ev.ID, "receivedAt": received})
 		logLine(activity, sent, "acp_line", map[string]any{"dir": "send", "line": string(line)})
