@@ -33,7 +33,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: acpceiling <relay-ws-url> <agent-command> <cwd> <activity-log>")
 		os.Exit(2)
 	}
-	runtime.GOMAXPROCS(1) // as buzz-acp's default
+	runtime.GOMAXPROCS(1)                                      // as buzz-acp's default
 	err := run(os.Args[1], os.Args[2], os.Args[3], os.Args[4]) // returns only on failure
 	fmt.Fprintln(os.Stderr, "acpceiling:", err)
 	os.Exit(1)
