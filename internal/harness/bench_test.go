@@ -1,7 +1,6 @@
 package harness_test
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -123,17 +122,10 @@ func (s *stack) startCeiling(activity string, _ int) {
 	cmd := exec.Command(filepath.Join(bin, "acpceiling"), s.relay.URL, filepath.Join(s.bin, "testagent"), s.t.TempDir(), activity)
 	cmd.Env = append(os.Environ(), "BUZZ_PRIVATE_KEY="+s.agentSK, "TESTAGENT_RECORD="+s.record,
 		"TESTAGENT_STATE_DIR="+s.agentDir, "TESTAGENT_NO_CLI=1")
-	s.logs = &testbin.Output{}
-	cmd.Stdout, cmd.Stderr = s.logs, s.logs
+	logs := &testbin.Output{}
+	cmd.Stdout, cmd.Stderr = logs, logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		s.t.Fatal(err)
-	}
-	s.harness = cmd
-	s.exited = make(chan error, 1)
-	go func() { s.exited <- cmd.Wait() }()
-	s.t.Cleanup(func() { s.kill() })
-	s.waitLog("buzz-acp ready", 20*time.Second)
+	s.run(cmd, logs)
 }
 
 // waitRecordedFor waits until the test agent has recorded n prompts. It reads only what the agent
@@ -189,24 +181,13 @@ var eventIDInPrompt = regexp.MustCompile(`Event ID: ([0-9a-f]{64})`)
 
 // promptLatencies pairs each event_received with the session/prompt line that carried the event.
 func promptLatencies(b *testing.B, path string) []time.Duration {
-	f, err := os.Open(path)
+	lines, err := readActivity(path)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer f.Close()
 	received := map[string]time.Time{}
 	var out []time.Duration
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 64<<20)
-	for sc.Scan() {
-		var e struct {
-			Time time.Time       `json:"time"`
-			Type string          `json:"type"`
-			Data json.RawMessage `json:"data"`
-		}
-		if json.Unmarshal(sc.Bytes(), &e) != nil {
-			continue
-		}
+	for _, e := range lines {
 		switch e.Type {
 		case "event_received":
 			var d struct {

@@ -1,9 +1,6 @@
 package harness_test
 
 import (
-	"bufio"
-	"encoding/json"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -21,22 +18,12 @@ func TestNextTurnOfAConversationStartsInALaterSecondThanThePreviousEnded(t *test
 		m := s.mention(s.ownerSK, text)
 		s.waitReply(m.ID)
 	}
-	var started, ended []time.Time
-	f, err := os.Open(activity)
+	lines, err := readActivity(activity)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 16<<20)
-	for sc.Scan() {
-		var e struct {
-			Time time.Time `json:"time"`
-			Type string    `json:"type"`
-		}
-		if json.Unmarshal(sc.Bytes(), &e) != nil {
-			continue
-		}
+	var started, ended []time.Time
+	for _, e := range lines {
 		switch e.Type {
 		case "turn_started":
 			started = append(started, e.Time)

@@ -67,7 +67,13 @@ func newKey(t testing.TB) (sk, pk string) {
 // defaults.
 func (s *stack) start(args []string, env ...string) {
 	s.t.Helper()
-	cmd, logs := s.command(args, env...)
+	s.run(s.command(args, env...))
+}
+
+// run starts cmd as the stack's harness (buzz-acp, or a stand-in that prints the same ready line)
+// and waits until it is ready.
+func (s *stack) run(cmd *exec.Cmd, logs *testbin.Output) {
+	s.t.Helper()
 	s.logs = logs
 	if err := cmd.Start(); err != nil {
 		s.t.Fatal(err)
@@ -77,6 +83,32 @@ func (s *stack) start(args []string, env ...string) {
 	go func() { s.exited <- cmd.Wait() }()
 	s.t.Cleanup(func() { s.kill() })
 	s.waitLog("buzz-acp ready", 20*time.Second)
+}
+
+// activityLine is one line of buzz-acp's activity log (--activity-log), its data left raw.
+type activityLine struct {
+	Time time.Time       `json:"time"`
+	Type string          `json:"type"`
+	Data json.RawMessage `json:"data"`
+}
+
+// readActivity reads an activity log, skipping lines that do not parse.
+func readActivity(path string) ([]activityLine, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []activityLine
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		var e activityLine
+		if json.Unmarshal(sc.Bytes(), &e) == nil {
+			out = append(out, e)
+		}
+	}
+	return out, sc.Err()
 }
 
 // command is the buzz-acp command start runs, not yet started, with its output buffer.
@@ -107,9 +139,8 @@ func (s *stack) kill() {
 	if s.harness == nil {
 		return
 	}
-	agents := testbin.KillWithAgents(s.harness.Process.Pid)
+	testbin.KillWithAgents(s.t, s.harness.Process.Pid)
 	<-s.exited
-	testbin.WaitGroupsGone(s.t, agents, 10*time.Second)
 	s.harness = nil
 	if s.t.Failed() {
 		s.t.Logf("buzz-acp output:\n%s", s.logs.String())

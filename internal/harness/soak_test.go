@@ -1,7 +1,6 @@
 package harness_test
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -218,22 +217,13 @@ func (s *stack) answeredIDs(channels []string) map[string]int {
 // deadLettered counts dead_letter activity events per event id.
 func deadLettered(t *testing.T, path string) map[string]int {
 	out := map[string]int{}
-	f, err := os.Open(path)
-	if err != nil {
-		return out
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 64<<20)
-	for sc.Scan() {
-		var e struct {
-			Type string `json:"type"`
-			Data struct {
-				Events []string `json:"events"`
-			} `json:"data"`
+	lines, _ := readActivity(path) // none yet: nothing dead-lettered
+	for _, e := range lines {
+		var d struct {
+			Events []string `json:"events"`
 		}
-		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Type == "dead_letter" {
-			for _, id := range e.Data.Events {
+		if e.Type == "dead_letter" && json.Unmarshal(e.Data, &d) == nil {
+			for _, id := range d.Events {
 				out[id]++
 			}
 		}

@@ -79,33 +79,29 @@ func groupRunning(pgid int) bool {
 	return alive
 }
 
-// WaitGroupsGone waits until no process of the given process groups runs, failing the test after
-// timeout. A killed group's processes are not the test's children, so there is nothing to wait on
-// but /proc.
-func WaitGroupsGone(t testing.TB, pgids []int, timeout time.Duration) {
+// KillWithAgents SIGKILLs pid's process group and the groups of pid's children, and returns once
+// none of the children's processes runs (failing the test after 10 s). buzz-acp starts each agent
+// in a group of its own, so killing buzz-acp's group alone leaves them running, and writing into
+// the test's temp dirs. pid's group is stopped first so it cannot start another child meanwhile.
+// pid itself is the caller's to reap.
+func KillWithAgents(t testing.TB, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for _, g := range pgids {
-		for groupRunning(g) {
-			if time.Now().After(deadline) {
-				t.Errorf("process group %d still running %v after it was killed", g, timeout)
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-}
-
-// KillWithAgents SIGKILLs pid's process group and the groups of pid's children: buzz-acp starts
-// each agent in a group of its own, so killing buzz-acp's group alone leaves them running (and
-// writing into the test's temp dirs). pid's group is stopped first so it cannot start another
-// child meanwhile. It returns the children's groups, for WaitGroupsGone.
-func KillWithAgents(pid int) []int {
 	_ = syscall.Kill(-pid, syscall.SIGSTOP)
 	kids := Children(pid)
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
 	for _, k := range kids {
 		_ = syscall.Kill(-k, syscall.SIGKILL)
 	}
-	return kids
+	// The killed groups' processes are not the test's children: there is nothing to wait on but
+	// /proc.
+	deadline := time.Now().Add(10 * time.Second)
+	for _, g := range kids {
+		for groupRunning(g) {
+			if time.Now().After(deadline) {
+				t.Errorf("process group %d still running 10s after it was killed", g)
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 }
