@@ -282,7 +282,7 @@ func SignIfUnsigned(ev *nostr.Event, sk string, now time.Time) error {
 	if ev.CreatedAt == 0 {
 		ev.CreatedAt = nostr.Timestamp(now.Unix())
 	}
-	if err := ev.Sign(sk); err != nil {
+	if err := protocol.Sign(ev, sk); err != nil {
 		return fmt.Errorf("sign event: invalid private key")
 	}
 	return nil

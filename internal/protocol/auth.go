@@ -24,7 +24,7 @@ func NewAuthEvent(sk, relayURL, challenge string, now time.Time) (nostr.Event, e
 		CreatedAt: nostr.Timestamp(now.Unix()),
 		Tags:      nostr.Tags{{"relay", relayURL}, {"challenge", challenge}},
 	}
-	err := ev.Sign(sk)
+	err := Sign(&ev, sk)
 	return ev, err
 }
 
@@ -98,7 +98,7 @@ func SignHTTPAuth(sk, rawURL, method string, body []byte, now time.Time) (string
 			{"payload", PayloadHash(body)},
 		},
 	}
-	if err := ev.Sign(sk); err != nil {
+	if err := Sign(&ev, sk); err != nil {
 		return "", err
 	}
 	raw, err := json.Marshal(ev)

@@ -2,15 +2,12 @@ package protocol
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 
-	"github.com/btcsuite/btcd/btcec/v2"
 	"github.com/btcsuite/btcd/btcec/v2/schnorr"
-	"github.com/nbd-wtf/go-nostr"
 	"github.com/nbd-wtf/go-nostr/nip44"
 )
 
@@ -20,8 +17,16 @@ const NIP44MaxPlaintext = nip44.MaxPlaintextSize
 // ConversationKey returns the NIP-44 v2 conversation key between a secret key and the other
 // side's public key (both lowercase hex). It is symmetric: (skA, pkB) and (skB, pkA) agree.
 // go-nostr's nip44 feeds HKDF-extract the raw ECDH x-coordinate, as the spec requires; the
-// NIP-AE vector (K_c for keys …01/…02) pins that.
+// NIP-AE vector (K_c for keys …01/…02) pins that. Keys are cached: the pair rarely changes (the
+// agent and its owner), and each one costs an elliptic-curve multiplication that a turn metric
+// paid per turn.
 func ConversationKey(sk, pk string) ([32]byte, error) {
+	return convKeys.get(sk+pk, func() ([32]byte, error) { return conversationKey(sk, pk) })
+}
+
+var convKeys = keyCache[[32]byte]{max: 1024}
+
+func conversationKey(sk, pk string) ([32]byte, error) {
 	if !IsHex64(sk) {
 		return [32]byte{}, errors.New("secret key must be 64 lowercase hex characters")
 	}
@@ -58,43 +63,6 @@ func Decrypt44(payload string, key [32]byte) (string, error) {
 	return pt, nil
 }
 
-// SignEvent sets ev's pubkey, id and sig from the hex secret key sk. The signature is BIP-340
-// with 32 bytes of aux randomness read from entropy (crypto/rand when nil). go-nostr's
-// Event.Sign uses a deterministic RFC 6979 nonce instead, which cannot reproduce the spec
-// vectors (they pin aux = 32 zero bytes, which is not the same as "no aux").
-func SignEvent(ev *nostr.Event, sk string, entropy io.Reader) error {
-	priv, pub, err := privKey(sk)
-	if err != nil {
-		return err
-	}
-	ev.PubKey = pub
-	if ev.Tags == nil {
-		ev.Tags = nostr.Tags{}
-	}
-	h := sha256.Sum256(ev.Serialize())
-	sig, err := SignHash(h, priv, entropy)
-	if err != nil {
-		return err
-	}
-	ev.ID = hex.EncodeToString(h[:])
-	ev.Sig = sig
-	return nil
-}
-
-// SignHash returns the hex BIP-340 signature of a 32-byte message by priv, with aux randomness
-// read from entropy (crypto/rand when nil).
-func SignHash(msg [32]byte, priv *btcec.PrivateKey, entropy io.Reader) (string, error) {
-	var aux [32]byte
-	if err := readEntropy(entropy, aux[:]); err != nil {
-		return "", err
-	}
-	sig, err := schnorr.Sign(priv, msg[:], schnorr.CustomNonce(aux))
-	if err != nil {
-		return "", fmt.Errorf("schnorr sign: %w", err)
-	}
-	return hex.EncodeToString(sig.Serialize()), nil
-}
-
 // VerifyHash reports whether sigHex is a valid BIP-340 signature of msg by the x-only pubkey pk.
 func VerifyHash(msg [32]byte, pk, sigHex string) bool {
 	pkb, err := hex.DecodeString(pk)
@@ -114,22 +82,6 @@ func VerifyHash(msg [32]byte, pk, sigHex string) bool {
 		return false
 	}
 	return sig.Verify(msg[:], pub)
-}
-
-// PrivKey parses a hex secret key and returns it with its x-only public key (hex).
-func PrivKey(sk string) (*btcec.PrivateKey, string, error) { return privKey(sk) }
-
-func privKey(sk string) (*btcec.PrivateKey, string, error) {
-	if !IsHex64(sk) {
-		return nil, "", errors.New("secret key must be 64 lowercase hex characters")
-	}
-	b, _ := hex.DecodeString(sk)
-	var s btcec.ModNScalar
-	if overflow := s.SetByteSlice(b); overflow || s.IsZero() {
-		return nil, "", errors.New("secret key is out of range for secp256k1")
-	}
-	priv, pub := btcec.PrivKeyFromBytes(b)
-	return priv, hex.EncodeToString(schnorr.SerializePubKey(pub)), nil
 }
 
 func readEntropy(r io.Reader, buf []byte) error {

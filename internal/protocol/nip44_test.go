@@ -11,11 +11,12 @@ import (
 // BIP-340 test vector 0 (secret …03, message and aux all zeros), the self-check NIP-AE names for
 // "aux = zeros is not the same as no aux".
 func TestSignHashReproducesBIP340Vector0(t *testing.T) {
-	priv, pub, err := PrivKey(strings.Repeat("0", 63) + "3")
+	signer, err := NewSigner(strings.Repeat("0", 63) + "3")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sig, err := SignHash([32]byte{}, priv, bytes.NewReader(make([]byte, 32)))
+	pub := signer.PublicKey()
+	sig, err := signer.SignHash([32]byte{}, bytes.NewReader(make([]byte, 32)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,11 +56,11 @@ func TestConversationKeyIsSymmetricAndRejectsBadKeys(t *testing.T) {
 			t.Errorf("ConversationKey accepted pubkey %q", pk)
 		}
 	}
-	if _, _, err := PrivKey(strings.Repeat("f", 64)); err == nil {
-		t.Error("PrivKey accepted a key above the curve order")
+	if _, err := NewSigner(strings.Repeat("f", 64)); err == nil {
+		t.Error("NewSigner accepted a key above the curve order")
 	}
-	if _, _, err := PrivKey(strings.Repeat("0", 64)); err == nil {
-		t.Error("PrivKey accepted zero")
+	if _, err := NewSigner(strings.Repeat("0", 64)); err == nil {
+		t.Error("NewSigner accepted zero")
 	}
 }
 

@@ -60,7 +60,7 @@ func (r *Relay) signRelay(ctx context.Context, kind int, channel string, fresh b
 		}
 	}
 	ev := &nostr.Event{Kind: kind, CreatedAt: ts, Tags: tags, Content: content}
-	if err := ev.Sign(r.sk); err != nil {
+	if err := protocol.Sign(ev, r.sk); err != nil {
 		return nil, err
 	}
 	return ev, nil

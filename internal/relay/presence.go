@@ -89,7 +89,7 @@ func (r *Relay) presenceEvents(f nostr.Filter) []nostr.Event {
 			continue
 		}
 		ev := nostr.Event{Kind: protocol.KindPresence, Content: e.status, CreatedAt: nostr.Timestamp(e.at.Unix()), Tags: nostr.Tags{{"p", pk}}}
-		if err := ev.Sign(r.sk); err != nil {
+		if err := protocol.Sign(&ev, r.sk); err != nil {
 			r.log.Error("sign presence", "err", err)
 			continue
 		}

@@ -94,7 +94,7 @@ func message(agent, conditions string) [32]byte {
 // Issue signs an attestation by the owner for agentPubkey under conditions ("" for none).
 // The BIP-340 aux randomness is read from entropy (crypto/rand when nil).
 func Issue(ownerSecret, agentPubkey, conditions string, entropy io.Reader) (Tag, error) {
-	priv, owner, err := protocol.PrivKey(ownerSecret)
+	signer, err := protocol.SignerFor(ownerSecret)
 	if err != nil {
 		return Tag{}, fmt.Errorf("owner key: %w", err)
 	}
@@ -102,13 +102,14 @@ func Issue(ownerSecret, agentPubkey, conditions string, entropy io.Reader) (Tag,
 	if !protocol.IsHex64(agent) {
 		return Tag{}, errors.New("agent pubkey must be 64 hex characters")
 	}
+	owner := signer.PublicKey()
 	if agent == owner {
 		return Tag{}, errors.New("owner and agent must differ (self-attestation is refused)")
 	}
 	if err := ValidateConditions(conditions); err != nil {
 		return Tag{}, err
 	}
-	sig, err := protocol.SignHash(message(agent, conditions), priv, entropy)
+	sig, err := signer.SignHash(message(agent, conditions), entropy)
 	if err != nil {
 		return Tag{}, err
 	}
