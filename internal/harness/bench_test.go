@@ -25,8 +25,8 @@ import (
 // EVENT frame being read by buzz-acp to the session/prompt line being written to the agent, at
 // 100 and 1,000 channels with live sessions, and buzz-acp's resident memory per idle channel
 // session. Timestamps come from buzz-acp's own activity log. Run with -benchtime=1x. (Not at one
-// channel: there each mention would follow its channel's previous turn within the second, and a
-// conversation's next turn waits for that second to pass — turnEnds in turn.go.)
+// channel: a conversation's next turn waits for the second in which its previous turn ended to
+// pass — turnEnds in turn.go — and a channel is mentioned again only once that cannot apply.)
 func BenchmarkHarnessOverhead(b *testing.B) {
 	for _, n := range []int{100, 1000} {
 		b.Run(fmt.Sprintf("channels=%d", n), func(b *testing.B) {
@@ -90,10 +90,24 @@ func benchOverhead(b *testing.B, channels, samples int, start func(s *stack, act
 	s.waitRecordedFor(channels, 5*time.Minute)
 	rssAfter := rssKiB(b, s.harness.Process.Pid)
 
-	// Measure: one mention at a time, spread over the channels.
+	// Measure: one mention at a time, spread over the channels. A conversation's next turn waits
+	// until the second in which its previous turn ended has passed (turnEnds in turn.go). At 100
+	// channels a channel came round again about a second later, so now and then a sample measured
+	// that wait (up to a second) instead of the overhead; each channel's next sample now comes at
+	// least minReuse after its previous prompt.
+	const minReuse = 1200 * time.Millisecond
+	lastPrompt := map[string]time.Time{}
+	for _, ch := range ids {
+		lastPrompt[ch] = time.Now()
+	}
 	for i := range samples {
-		post(ids[i*7%channels], fmt.Sprintf("sample %d", i))
+		ch := ids[i*7%channels]
+		if wait := minReuse - time.Since(lastPrompt[ch]); wait > 0 {
+			time.Sleep(wait) // pacing between samples, not measured
+		}
+		post(ch, fmt.Sprintf("sample %d", i))
 		s.waitRecordedFor(channels+i+1, time.Minute)
+		lastPrompt[ch] = time.Now()
 	}
 	lat := promptLatencies(b, activity)
 	if len(lat) < samples {
