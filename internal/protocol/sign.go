@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"strings"
 	"sync"
 
 	"github.com/btcsuite/btcd/btcec/v2"
@@ -26,10 +27,12 @@ type Signer struct {
 	pub string           // px in hex
 }
 
-// NewSigner parses a 64-character lowercase hex secret key.
+// NewSigner parses a 64-character hex secret key (go-nostr's Event.Sign, which it replaces,
+// took either case).
 func NewSigner(sk string) (*Signer, error) {
+	sk = strings.ToLower(sk)
 	if !IsHex64(sk) {
-		return nil, errors.New("secret key must be 64 lowercase hex characters")
+		return nil, errors.New("secret key must be 64 hex characters")
 	}
 	b, _ := hex.DecodeString(sk)
 	s := &Signer{}

@@ -60,7 +60,10 @@ func TestSignerForReusesTheParsedKeyAndRejectsBadKeys(t *testing.T) {
 	if b, _ := SignerFor(sk); a != b {
 		t.Error("SignerFor parsed the same key twice")
 	}
-	for _, bad := range []string{"", strings.Repeat("0", 64), strings.Repeat("f", 64), strings.Repeat("A", 64), sk[:63]} {
+	if upper, err := SignerFor(strings.ToUpper(strings.Repeat("ab", 32))); err != nil || upper.PublicKey() == "" {
+		t.Errorf("SignerFor refused an upper-case hex key: %v", err)
+	}
+	for _, bad := range []string{"", strings.Repeat("0", 64), strings.Repeat("f", 64), strings.Repeat("g", 64), sk[:63]} {
 		if _, err := SignerFor(bad); err == nil {
 			t.Errorf("SignerFor(%q) accepted a bad key", bad)
 		}
