@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/btcsuite/btcd/btcec/v2"
 	"github.com/btcsuite/btcd/btcec/v2/schnorr"
 	"github.com/nbd-wtf/go-nostr/nip44"
 )
@@ -25,6 +26,8 @@ func ConversationKey(sk, pk string) ([32]byte, error) {
 }
 
 var convKeys = keyCache[[32]byte]{max: 1024}
+
+var pubKeys = keyCache[*btcec.PublicKey]{max: 4096}
 
 func conversationKey(sk, pk string) ([32]byte, error) {
 	if !IsHex64(sk) {
@@ -64,12 +67,15 @@ func Decrypt44(payload string, key [32]byte) (string, error) {
 }
 
 // VerifyHash reports whether sigHex is a valid BIP-340 signature of msg by the x-only pubkey pk.
+// Parsed public keys are cached (parsing one recovers its y coordinate, a square root).
 func VerifyHash(msg [32]byte, pk, sigHex string) bool {
-	pkb, err := hex.DecodeString(pk)
-	if err != nil {
-		return false
-	}
-	pub, err := schnorr.ParsePubKey(pkb)
+	pub, err := pubKeys.get(pk, func() (*btcec.PublicKey, error) {
+		pkb, err := hex.DecodeString(pk)
+		if err != nil {
+			return nil, err
+		}
+		return schnorr.ParsePubKey(pkb)
+	})
 	if err != nil {
 		return false
 	}

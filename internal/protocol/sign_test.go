@@ -105,3 +105,59 @@ func BenchmarkSignEvent(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkCheckEvent compares CheckEvent (one hash, cached public key) with go-nostr's CheckID
+// plus CheckSignature, which it replaced: run both and compare ns/op.
+func BenchmarkCheckEvent(b *testing.B) {
+	ev := nostr.Event{Kind: 9, CreatedAt: 1, Content: "@bot hello there", Tags: nostr.Tags{{"h", "c"}, {"p", strings.Repeat("a", 64)}}}
+	if err := Sign(&ev, strings.Repeat("0", 63)+"9"); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("protocol", func(b *testing.B) {
+		for b.Loop() {
+			if err := CheckEvent(&ev); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("go-nostr", func(b *testing.B) {
+		for b.Loop() {
+			if ok, _ := ev.CheckSignature(); !ok || !ev.CheckID() {
+				b.Fatal("bad")
+			}
+		}
+	})
+}
+
+// CheckEvent must accept and refuse exactly what go-nostr's CheckID and CheckSignature do,
+// including with a public key already in its cache.
+func FuzzCheckEventAgreesWithGoNostr(f *testing.F) {
+	f.Add("hello", uint8(0), uint8(0), false)
+	f.Add("hello", uint8(3), uint8(1), false)
+	f.Add("", uint8(127), uint8(5), true)
+	f.Fuzz(func(t *testing.T, content string, at, bit uint8, otherKey bool) {
+		ev := nostr.Event{Kind: 9, CreatedAt: 1, Content: content, Tags: nostr.Tags{{"h", "c"}}}
+		if err := Sign(&ev, strings.Repeat("0", 63)+"9"); err != nil {
+			t.Fatal(err)
+		}
+		// One flipped hex digit in the signature (at 0–127), the event claimed by another key, or its
+		// content changed.
+		sig := []byte(ev.Sig)
+		i := int(at) % len(sig)
+		sig[i] = "0123456789abcdef"[(strings.IndexByte("0123456789abcdef", sig[i])+1+int(bit%15))%16]
+		if bit%2 == 1 {
+			ev.Sig = string(sig)
+		}
+		if otherKey {
+			ev.PubKey, _ = PublicKey(strings.Repeat("0", 63) + "8")
+		}
+		if bit%4 == 2 { // content changed after signing: the id no longer matches
+			ev.Content += "!"
+		}
+		ok, _ := ev.CheckSignature()
+		want := ok && ev.CheckID()
+		if got := CheckEvent(&ev) == nil; got != want {
+			t.Fatalf("CheckEvent says %v, go-nostr %v (content %q, sig %s, pubkey %s)", got, want, content, ev.Sig, ev.PubKey)
+		}
+	})
+}
