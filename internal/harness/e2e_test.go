@@ -93,19 +93,23 @@ type activityLine struct {
 }
 
 // readActivity reads an activity log, skipping lines that do not parse.
-func readActivity(path string) ([]activityLine, error) {
+func readActivity(path string) ([]activityLine, error) { return readJSONLines[activityLine](path) }
+
+// readJSONLines reads a JSON-lines file (the activity log, the test agent's record), skipping
+// lines that do not parse as T.
+func readJSONLines[T any](path string) ([]T, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	var out []activityLine
+	var out []T
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 64<<20)
 	for sc.Scan() {
-		var e activityLine
-		if json.Unmarshal(sc.Bytes(), &e) == nil {
-			out = append(out, e)
+		var v T
+		if json.Unmarshal(sc.Bytes(), &v) == nil {
+			out = append(out, v)
 		}
 	}
 	return out, sc.Err()
@@ -232,22 +236,9 @@ func (s *stack) waitOutcome(id string) map[string]any {
 // recorded returns what the test agent received, as {method, params} records.
 func (s *stack) recorded() []record {
 	s.t.Helper()
-	f, err := os.Open(s.record)
-	if err != nil {
-		if os.IsNotExist(err) {
-			return nil
-		}
+	out, err := readJSONLines[record](s.record)
+	if err != nil && !os.IsNotExist(err) {
 		s.t.Fatal(err)
-	}
-	defer f.Close()
-	var out []record
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 64<<20)
-	for sc.Scan() {
-		var r record
-		if json.Unmarshal(sc.Bytes(), &r) == nil {
-			out = append(out, r)
-		}
 	}
 	return out
 }

@@ -27,8 +27,6 @@ func ConversationKey(sk, pk string) ([32]byte, error) {
 
 var convKeys = keyCache[[32]byte]{max: 1024}
 
-var pubKeys = keyCache[*btcec.PublicKey]{max: 4096}
-
 func conversationKey(sk, pk string) ([32]byte, error) {
 	if !IsHex64(sk) {
 		return [32]byte{}, errors.New("secret key must be 64 lowercase hex characters")
@@ -89,6 +87,9 @@ func VerifyHash(msg [32]byte, pk, sigHex string) bool {
 	}
 	return sig.Verify(msg[:], pub)
 }
+
+// pubKeys holds the parsed keys of recent authors VerifyHash checked.
+var pubKeys = keyCache[*btcec.PublicKey]{max: 4096}
 
 func readEntropy(r io.Reader, buf []byte) error {
 	if r == nil {

@@ -145,9 +145,10 @@ func SignerFor(sk string) (*Signer, error) {
 	return signers.get(sk, func() (*Signer, error) { return NewSigner(sk) })
 }
 
-// keyCache memoizes what is derived from keys with an elliptic-curve multiplication. It holds at
-// most max entries and, past that, starts over rather than track use: the keys a process uses
-// over and over are few (tests use many).
+// keyCache memoizes what is costly to derive from a key: a Signer or a conversation key (an
+// elliptic-curve multiplication), a parsed public key (a square root). It holds at most max
+// entries and, past that, starts over rather than track use: the keys a process uses over and
+// over are few (tests, and a relay's authors, are many).
 type keyCache[V any] struct {
 	mu  sync.Mutex
 	m   map[string]V

@@ -18,6 +18,9 @@ type stat struct {
 	ppid, pgrp int
 }
 
+// alive: the process has not exited (a zombie has).
+func (s stat) alive() bool { return s.state != "Z" && s.state != "X" }
+
 func readStat(pid int) (stat, bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
@@ -65,14 +68,14 @@ func Children(pid int) []int {
 // Running reports whether pid exists and has not exited (a zombie has).
 func Running(pid int) bool {
 	st, ok := readStat(pid)
-	return ok && st.state != "Z" && st.state != "X"
+	return ok && st.alive()
 }
 
 // groupRunning reports whether any process of process group pgid is still running.
 func groupRunning(pgid int) bool {
 	alive := false
 	eachProc(func(_ int, st stat) {
-		if st.pgrp == pgid && st.state != "Z" && st.state != "X" {
+		if st.pgrp == pgid && st.alive() {
 			alive = true
 		}
 	})
