@@ -2,13 +2,10 @@ package protocol
 
 import (
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 
-	"github.com/btcsuite/btcd/btcec/v2"
-	"github.com/btcsuite/btcd/btcec/v2/schnorr"
 	"github.com/nbd-wtf/go-nostr/nip44"
 )
 
@@ -63,33 +60,6 @@ func Decrypt44(payload string, key [32]byte) (string, error) {
 	}
 	return pt, nil
 }
-
-// VerifyHash reports whether sigHex is a valid BIP-340 signature of msg by the x-only pubkey pk.
-// Parsed public keys are cached (parsing one recovers its y coordinate, a square root).
-func VerifyHash(msg [32]byte, pk, sigHex string) bool {
-	pub, err := pubKeys.get(pk, func() (*btcec.PublicKey, error) {
-		pkb, err := hex.DecodeString(pk)
-		if err != nil {
-			return nil, err
-		}
-		return schnorr.ParsePubKey(pkb)
-	})
-	if err != nil {
-		return false
-	}
-	sb, err := hex.DecodeString(sigHex)
-	if err != nil {
-		return false
-	}
-	sig, err := schnorr.ParseSignature(sb)
-	if err != nil {
-		return false
-	}
-	return sig.Verify(msg[:], pub)
-}
-
-// pubKeys holds the parsed keys of recent authors VerifyHash checked.
-var pubKeys = keyCache[*btcec.PublicKey]{max: 4096}
 
 func readEntropy(r io.Reader, buf []byte) error {
 	if r == nil {

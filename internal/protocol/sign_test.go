@@ -130,7 +130,8 @@ func BenchmarkCheckEvent(b *testing.B) {
 }
 
 // CheckEvent must accept and refuse exactly what go-nostr's CheckID and CheckSignature do,
-// including with a public key already in its cache.
+// including with a public key already in its cache and table (the one exception, s ≥ n, cannot
+// come from flipping one digit of a real signature: see VerifyHash).
 func FuzzCheckEventAgreesWithGoNostr(f *testing.F) {
 	f.Add("hello", uint8(0), uint8(0), false)
 	f.Add("hello", uint8(3), uint8(1), false)
