@@ -117,7 +117,13 @@ type state struct {
 	// done remembers finished events (id → created_at) near the watermark, so the relay's
 	// replay after a restart (which starts a little before the watermark) is recognised.
 	done map[string]int64
+	// donePruneAt is the size of done at which prune next scans it: twice what the last scan
+	// kept, so a busy agent (more than minDonePrune finished events in the recent window) pays
+	// for a scan once per doubling, not on every finished turn.
+	donePruneAt int
 }
+
+const minDonePrune = 1024
 
 // RecentWindow is how far behind the watermark finished events are remembered; a restarted
 // harness must not ask the relay for anything older than Watermark() - RecentWindow.
@@ -175,12 +181,13 @@ func (s *state) raise(ts int64) {
 // prune drops done ids from order once they dominate it, keeping Pending O(live), and forgets
 // finished ids that fell out of the recent window.
 func (s *state) prune() {
-	if len(s.done) > 1024 {
+	if len(s.done) > max(s.donePruneAt, minDonePrune) {
 		for id, ts := range s.done {
 			if ts < s.watermark-RecentWindow {
 				delete(s.done, id)
 			}
 		}
+		s.donePruneAt = 2 * len(s.done)
 	}
 	if len(s.order) < 2*len(s.pending)+32 {
 		return

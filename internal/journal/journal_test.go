@@ -667,3 +667,30 @@ func (g *gatedFile) Sync() error {
 	<-g.release
 	return g.appendFile.Sync()
 }
+
+// A busy agent keeps more than minDonePrune finished ids inside the recent window; prune must not
+// scan them all on every finished turn, and must still forget the old ones.
+func TestFinishedIDsStayBoundedAndArePrunedOncePerDoubling(t *testing.T) {
+	s := newState()
+	const perSecond, events = 20, 20000 // the window holds 2,400 finished ids
+	scans := 0
+	for i := range events {
+		id := fmt.Sprintf("%064x", i)
+		ts := int64(1700000000 + i/perSecond)
+		s.apply(record{Op: opAccept, Entry: &Entry{EventID: id, CreatedAt: ts}})
+		before := s.donePruneAt
+		s.apply(record{Op: opDone, IDs: []string{id}, TS: ts})
+		if s.donePruneAt != before {
+			scans++
+		}
+		if limit := 2*RecentWindow*perSecond + minDonePrune + perSecond; len(s.done) > limit {
+			t.Fatalf("after %d events %d finished ids remembered, want at most %d", i+1, len(s.done), limit)
+		}
+	}
+	if scans > events/1000 {
+		t.Errorf("prune scanned the finished ids %d times over %d events", scans, events)
+	}
+	if _, ok := s.done[fmt.Sprintf("%064x", 0)]; ok {
+		t.Error("the first finished id, far behind the watermark, is still remembered")
+	}
+}
