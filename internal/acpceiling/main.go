@@ -87,7 +87,7 @@ func run(relayURL, agentCmd, cwd, activityPath string) error {
 		if json.Unmarshal(frame[2], &ev) != nil {
 			continue
 		}
-		if ok, _ := ev.CheckSignature(); !ok {
+		if protocol.CheckEvent(&ev) != nil { // the same check buzz-acp makes
 			continue
 		}
 		h := ev.Tags.Find("h")
