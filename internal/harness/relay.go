@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -109,8 +110,9 @@ func (rc *relayClient) query(ctx context.Context, filters ...nostr.Filter) ([]no
 	return nil, err
 }
 
-// renderTurn fetches what the prompt needs (thread or conversation context, profiles) and renders it.
-func (rc *relayClient) renderTurn(ctx context.Context, in turnInput, sess *chanSession) prompt.Rendered {
+// renderTurn fetches what the prompt needs (thread or conversation context, profiles) and renders
+// it; stale are the profiles to refresh once the prompt is out (profileLabels).
+func (rc *relayClient) renderTurn(ctx context.Context, in turnInput, sess *chanSession) (r prompt.Rendered, stale []string) {
 	evs := make([]nostr.Event, len(in.batch.Items))
 	for i, it := range in.batch.Items {
 		evs[i] = *it.Event
@@ -134,8 +136,8 @@ func (rc *relayClient) renderTurn(ctx context.Context, in turnInput, sess *chanS
 	}
 	sess.opening = nil // only the first prompt of a session can use it
 	pin.Context = rc.fetchContext(ctx, in.channel, contextRoot(in.scope, &last))
-	pin.Profiles = rc.profileLabels(ctx, evs, pin.Context)
-	return prompt.Build(pin)
+	pin.Profiles, stale = rc.profileLabels(ctx, evs, pin.Context)
+	return prompt.Build(pin), stale
 }
 
 // contextRoot is the thread whose messages a prompt shows: the conversation's own thread under
@@ -213,14 +215,17 @@ func inChannel(evs []nostr.Event, channel string) []nostr.Event {
 	return out
 }
 
-// profileTTL is how long a fetched kind-0 profile (or its absence) is trusted.
+// profileTTL is how long a fetched kind-0 profile (or its absence) is trusted. Past it, the
+// cached label is still used and a refresh is fetched while the agent works: people mention an
+// agent minutes apart, so otherwise nearly every mention waited for a profile query.
 const profileTTL = 5 * time.Minute
 
 // profileCache keeps recently fetched profiles so a turn does not query kind 0 every time.
 // Turn goroutines share it.
 type profileCache struct {
-	mu      sync.Mutex
-	entries map[string]cachedProfile
+	mu         sync.Mutex
+	entries    map[string]cachedProfile
+	refreshing map[string]bool // stale entries a turn is fetching again
 }
 
 type cachedProfile struct {
@@ -228,9 +233,11 @@ type cachedProfile struct {
 	at time.Time
 }
 
-// profiles labels the batch's authors, mentioned pubkeys and context authors from kind 0.
-// An "auth" tag of four elements (NIP-OA) marks an agent.
-func (rc *relayClient) profileLabels(ctx context.Context, evs []nostr.Event, w *prompt.ThreadWindow) map[string]prompt.Profile {
+// profileLabels labels the batch's authors, mentioned pubkeys and context authors from kind 0.
+// An "auth" tag of four elements (NIP-OA) marks an agent. Only pubkeys never seen are fetched
+// here; stale lists those whose labels are past profileTTL, for the caller to refreshProfiles
+// once the prompt is out.
+func (rc *relayClient) profileLabels(ctx context.Context, evs []nostr.Event, w *prompt.ThreadWindow) (labels map[string]prompt.Profile, stale []string) {
 	want := map[string]bool{}
 	for _, e := range evs {
 		want[e.PubKey] = true
@@ -244,23 +251,48 @@ func (rc *relayClient) profileLabels(ctx context.Context, evs []nostr.Event, w *
 		}
 	}
 	now := rc.now()
-	out := map[string]prompt.Profile{}
+	labels = map[string]prompt.Profile{}
 	var missing []string
 	rc.profiles.mu.Lock()
 	for pk := range want {
-		if c, ok := rc.profiles.entries[pk]; ok && now.Sub(c.at) < profileTTL {
-			out[pk] = c.p
-		} else {
+		c, ok := rc.profiles.entries[pk]
+		if !ok {
 			missing = append(missing, pk)
+			continue
+		}
+		labels[pk] = c.p
+		if now.Sub(c.at) >= profileTTL && !rc.profiles.refreshing[pk] {
+			if rc.profiles.refreshing == nil {
+				rc.profiles.refreshing = map[string]bool{}
+			}
+			rc.profiles.refreshing[pk] = true
+			stale = append(stale, pk)
 		}
 	}
 	rc.profiles.mu.Unlock()
-	if len(missing) == 0 {
-		return out
+	if len(missing) > 0 {
+		maps.Copy(labels, rc.fetchProfiles(ctx, missing))
 	}
-	got, err := rc.query(ctx, nostr.Filter{Kinds: []int{protocol.KindProfile}, Authors: missing, Limit: len(missing)})
+	return labels, stale
+}
+
+// refreshProfiles fetches the profiles of stale pubkeys again (a failed fetch keeps the old
+// labels; a later turn tries again).
+func (rc *relayClient) refreshProfiles(ctx context.Context, stale []string) {
+	rc.fetchProfiles(ctx, stale)
+	rc.profiles.mu.Lock()
+	defer rc.profiles.mu.Unlock()
+	for _, pk := range stale {
+		delete(rc.profiles.refreshing, pk)
+	}
+}
+
+// fetchProfiles queries kind 0 of pks and caches each one's profile, or that it has none; nil
+// if the query failed.
+func (rc *relayClient) fetchProfiles(ctx context.Context, pks []string) map[string]prompt.Profile {
+	got, err := rc.query(ctx, nostr.Filter{Kinds: []int{protocol.KindProfile}, Authors: pks, Limit: len(pks)})
 	if err != nil {
-		return out
+		return nil
 	}
 	fetched := map[string]prompt.Profile{}
 	for _, e := range got {
@@ -268,12 +300,14 @@ func (rc *relayClient) profileLabels(ctx context.Context, evs []nostr.Event, w *
 			fetched[e.PubKey] = parseProfile(&e)
 		}
 	}
+	now := rc.now()
+	out := make(map[string]prompt.Profile, len(pks))
 	rc.profiles.mu.Lock()
 	defer rc.profiles.mu.Unlock()
 	if rc.profiles.entries == nil || len(rc.profiles.entries) > 10000 {
 		rc.profiles.entries = map[string]cachedProfile{}
 	}
-	for _, pk := range missing {
+	for _, pk := range pks {
 		p := fetched[pk] // zero Profile when none exists: remembered too
 		rc.profiles.entries[pk] = cachedProfile{p: p, at: now}
 		out[pk] = p

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/buzz-harness/buzz/internal/acp"
@@ -141,7 +142,13 @@ func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 	r.session = sess
 	defer h.asker.track(ctx, sess.ID, in)() // --permissions ask finds the turn's thread by session
 
-	rendered := h.relay.renderTurn(ctx, in, sess)
+	rendered, stale := h.relay.renderTurn(ctx, in, sess)
+	if len(stale) > 0 {
+		// Their old labels are in this prompt; the new ones are fetched while the agent works.
+		var refresh sync.WaitGroup
+		defer refresh.Wait()
+		refresh.Go(func() { h.relay.refreshProfiles(ctx, stale) })
+	}
 	blocks := make([]acp.ContentBlock, len(rendered.Blocks))
 	for i, b := range rendered.Blocks {
 		blocks[i] = acp.ContentBlock{Type: "text", Text: b}
