@@ -36,10 +36,11 @@ func VerifyHash(msg [32]byte, pk, sigHex string) bool {
 
 // authorKey is a parsed public key and, once it has been checked twice, its table of multiples.
 type authorKey struct {
-	p     btcec.JacobianPoint // affine, even y
-	x     [32]byte
-	seen  atomic.Int32
-	table atomic.Pointer[multiples]
+	p        btcec.JacobianPoint // affine, even y
+	x        [32]byte
+	seen     atomic.Int32
+	table    atomic.Pointer[multiples]
+	untabled atomic.Bool // maxTables were taken when it qualified
 }
 
 // authorKeys holds the parsed keys of recent authors (parsing one recovers its y, a square root).
@@ -96,32 +97,36 @@ func (k *authorKey) tableFor() *multiples {
 	if t := k.table.Load(); t != nil {
 		return t
 	}
-	if k.seen.Add(1) < 2 {
+	if k.seen.Add(1) < 2 || k.untabled.Load() {
 		return nil
 	}
 	tables.mu.Lock()
 	defer tables.mu.Unlock()
-	if t := k.table.Load(); t != nil {
-		return t
+	t := tables.m[string(k.x[:])] // built before authorKeys last started over
+	if t == nil {
+		if len(tables.m) >= maxTables {
+			k.untabled.Store(true)
+			return nil
+		}
+		t = newMultiples(&k.p)
+		if tables.m == nil {
+			tables.m = map[string]*multiples{}
+		}
+		tables.m[string(k.x[:])] = t
 	}
-	if tables.n >= maxTables {
-		return nil
-	}
-	tables.n++
-	t := newMultiples(&k.p)
 	k.table.Store(t)
 	return t
 }
 
-// maxTables bounds the memory tables take (about 115 KiB each): the first authors to sign twice
-// get one. A table is not given back, so a flood of one-off keys cannot make the process rebuild
-// them over and over; a key that falls out of authorKeys takes its table with it, but the count
-// stays (at worst later keys check at btcec's speed).
+// maxTables bounds the memory tables take (120 KiB each): the first authors to sign twice get
+// one, for the life of the process. None is given back, so a flood of one-off keys cannot make
+// the process rebuild tables over and over.
 const maxTables = 32
 
+// tables holds every table built, by x-only key.
 var tables struct {
 	mu sync.Mutex
-	n  int
+	m  map[string]*multiples
 }
 
 // multiples holds d·16^i·P for each of a 256-bit scalar's 64 four-bit digits i and every digit

@@ -92,8 +92,8 @@ func TestVerifyHashAgreesWithBtcec(t *testing.T) {
 			}
 		}
 	}
-	if tables.n != maxTables {
-		t.Fatalf("%d tables built for 40 keys checked three times, want the bound, %d", tables.n, maxTables)
+	if len(tables.m) != maxTables {
+		t.Fatalf("%d tables built for 40 keys checked three times, want the bound, %d", len(tables.m), maxTables)
 	}
 }
 
@@ -104,7 +104,7 @@ func forgetKeys(t *testing.T) {
 	authorKeys.m = nil
 	authorKeys.mu.Unlock()
 	tables.mu.Lock()
-	tables.n = 0
+	tables.m = nil
 	tables.mu.Unlock()
 }
 
@@ -147,7 +147,56 @@ func TestVerifyHashBIP340Vectors(t *testing.T) {
 			}
 		}
 	}
-	if k, err := authorKeys.get(vectors[0].pk, nil); err != nil || k.table.Load() == nil {
+	authorKeys.mu.Lock()
+	k := authorKeys.m[vectors[0].pk]
+	authorKeys.mu.Unlock()
+	if k == nil || k.table.Load() == nil {
 		t.Fatal("the valid vector's key has no table after three checks: the table path went untested")
 	}
+}
+
+// A key parsed again after authorKeys started over finds the table built for it before, rather
+// than building a second one or going without.
+func TestTableOutlivesTheParsedKeyCache(t *testing.T) {
+	forgetKeys(t)
+	signer, err := NewSigner(strings.Repeat("0", 63) + "5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func() {
+		t.Helper()
+		var msg [32]byte
+		sig, _ := signer.SignHash(msg, nil)
+		if !VerifyHash(msg, signer.PublicKey(), sig) {
+			t.Fatal("a valid signature was refused")
+		}
+	}
+	check()
+	check() // builds the table
+	tables.mu.Lock()
+	built := tables.m[string(mustHex(t, signer.PublicKey()))]
+	tables.mu.Unlock()
+	if built == nil {
+		t.Fatal("no table after the key's second check")
+	}
+	authorKeys.mu.Lock()
+	authorKeys.m = nil // as when it fills up and starts over
+	authorKeys.mu.Unlock()
+	check()
+	check()
+	authorKeys.mu.Lock()
+	k := authorKeys.m[signer.PublicKey()]
+	authorKeys.mu.Unlock()
+	if k.table.Load() != built || len(tables.m) != 1 {
+		t.Fatalf("after the cache started over: same table %v, %d tables", k.table.Load() == built, len(tables.m))
+	}
+}
+
+func mustHex(t *testing.T, s string) []byte {
+	t.Helper()
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
