@@ -108,8 +108,9 @@ func forgetKeys(t *testing.T) {
 	tables.mu.Unlock()
 }
 
-// BIP-340's verification vectors (5–14 of test-vectors.csv), each checked three times so that the
-// second and third go through the key's table. s = n and r = p are refused (btcec reduces s).
+// BIP-340's verification vectors (4–14 of test-vectors.csv; 12 and 13 are r = p and s = n), each
+// checked three times so that the second and third go through the key's table. s = n is refused
+// (btcec reduces s).
 func TestVerifyHashBIP340Vectors(t *testing.T) {
 	forgetKeys(t)
 	const (
