@@ -2,14 +2,12 @@ package harness
 
 import (
 	"context"
-	"log/slog"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 
-	"github.com/buzz-harness/buzz/internal/client"
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/relay/relaytest"
 )
@@ -21,7 +19,7 @@ import (
 func TestStaleProfileLabelsThePromptAndIsRefreshedAfterIt(t *testing.T) {
 	r := relaytest.Start(t)
 	authorSK, authorPK := testKey(t)
-	agentSK, agentPK := testKey(t)
+	agentSK, _ := testKey(t)
 	setName := func(name string, at time.Time) {
 		r.Publish(t, authorSK, nostr.Event{Kind: protocol.KindProfile, CreatedAt: nostr.Timestamp(at.Unix()),
 			Content: `{"name":"` + name + `"}`, Tags: nostr.Tags{}})
@@ -29,10 +27,8 @@ func TestStaleProfileLabelsThePromptAndIsRefreshedAfterIt(t *testing.T) {
 	start := time.Now()
 	setName("alice", start)
 	now := start
-	bridge := client.NewBridge(r.URL, agentSK)
-	bridge.Backoff = func(int) time.Duration { return 0 }
-	rc := &relayClient{bridge: bridge, self: agentPK, cfg: &Config{},
-		log: slog.New(slog.DiscardHandler), now: func() time.Time { return now }}
+	rc := memoryClient(r.URL, agentSK, "") // a bridge without retry delays
+	rc.now = func() time.Time { return now }
 	ctx := context.Background()
 	batch := []nostr.Event{{PubKey: authorPK, Kind: 9, Tags: nostr.Tags{}}}
 	label := func(wantStale bool) string {
