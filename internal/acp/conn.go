@@ -131,9 +131,10 @@ type Conn struct {
 	closing chan struct{}  // closed by Close: no more writes
 	serving sync.WaitGroup // request handlers still running or answering
 
-	wsem    chan struct{} // one write at a time; a semaphore so waiting respects contexts
-	nextID  atomic.Int64
-	lastRec atomic.Pointer[time.Time] // when the last line was received (keeps the monotonic clock)
+	writes     chan writeReq // to the writer goroutine; unbuffered, so a send waits its turn
+	writerDone chan struct{} // closed when the writer goroutine has returned
+	nextID     atomic.Int64
+	lastRec    atomic.Pointer[time.Time] // when the last line was received (keeps the monotonic clock)
 
 	mu      sync.Mutex
 	pending map[int64]chan response
@@ -158,17 +159,22 @@ func NewConn(r io.Reader, w io.Writer, h Handler, onLine func(Line)) *Conn {
 	c := &Conn{
 		r: r, w: w, h: h, onLine: onLine,
 		ctx: ctx, cancel: cancel, closing: make(chan struct{}),
-		wsem:      make(chan struct{}, 1),
-		pending:   map[int64]chan response{},
-		qsig:      make(chan struct{}, 1),
-		notifDone: make(chan struct{}),
-		done:      make(chan struct{}),
+		writes:     make(chan writeReq),
+		writerDone: make(chan struct{}),
+		pending:    map[int64]chan response{},
+		qsig:       make(chan struct{}, 1),
+		notifDone:  make(chan struct{}),
+		done:       make(chan struct{}),
 	}
 	if th, ok := h.(taggingHandler); ok {
 		c.th = th
 	}
 	go c.readLoop()
 	go c.notifyLoop()
+	go func() {
+		defer close(c.writerDone)
+		c.writeLoop()
+	}()
 	return c
 }
 
@@ -203,7 +209,10 @@ func (c *Conn) LastActivity() time.Time {
 // BadLines counts received lines that were not valid JSON-RPC messages (they are still recorded).
 func (c *Conn) BadLines() int64 { return c.badLines.Load() }
 
-// Close stops the connection: closes the writer and the reader if they are io.Closers.
+// Close stops the connection: closes the writer and the reader if they are io.Closers, and
+// returns once the writer goroutine has (a write blocked on a peer that stopped reading ends when
+// its writer is closed; one that is not an io.Closer must not block forever). Call it once done
+// with the Conn, also after the input ended: the writer waits for lines until then.
 func (c *Conn) Close() error {
 	c.closeOnce.Do(func() {
 		c.mu.Lock()
@@ -217,6 +226,7 @@ func (c *Conn) Close() error {
 		if rc, ok := c.r.(io.Closer); ok {
 			_ = rc.Close()
 		}
+		<-c.writerDone
 	})
 	return nil
 }
@@ -405,30 +415,53 @@ func (c *Conn) serve(m *message) {
 	_ = c.writeLine(ctx, b)
 }
 
-// writeLine records and writes one line. The write runs on its own goroutine holding the
-// semaphore, so a caller whose context ends is released while the line still goes out whole.
+// writeReq is one line for the writer goroutine; done is buffered so the writer never waits for
+// a caller that gave up.
+type writeReq struct {
+	data []byte
+	done chan error
+}
+
+// maxKeptWriteBuf is the largest line buffer the writer keeps for the next line; a bigger one
+// (an image, a huge tool output) is dropped after use rather than held for the Conn's life.
+const maxKeptWriteBuf = 1 << 20
+
+// writeLoop is the only goroutine that writes to w: one line at a time, each recorded just
+// before it is written, in the order they were handed over. It ends on Close.
+func (c *Conn) writeLoop() {
+	var buf []byte
+	for {
+		var req writeReq
+		select {
+		case req = <-c.writes:
+		case <-c.closing:
+			return
+		}
+		if c.onLine != nil {
+			c.onLine(Line{Dir: DirSend, Time: time.Now(), Data: req.data})
+		}
+		buf = append(append(buf[:0], req.data...), '\n')
+		_, err := c.w.Write(buf)
+		if cap(buf) > maxKeptWriteBuf {
+			buf = nil
+		}
+		req.done <- err
+	}
+}
+
+// writeLine hands one line to the writer goroutine and waits for it to be written. A caller
+// whose context ends is released, while a line already handed over still goes out whole.
 func (c *Conn) writeLine(ctx context.Context, data []byte) error {
+	req := writeReq{data: data, done: make(chan error, 1)}
 	select {
-	case c.wsem <- struct{}{}:
+	case c.writes <- req:
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-c.closing:
 		return c.closedErr()
 	}
-	if c.onLine != nil {
-		c.onLine(Line{Dir: DirSend, Time: time.Now(), Data: data})
-	}
-	buf := make([]byte, len(data)+1)
-	copy(buf, data)
-	buf[len(data)] = '\n'
-	res := make(chan error, 1)
-	go func() {
-		_, err := c.w.Write(buf)
-		<-c.wsem
-		res <- err
-	}()
 	select {
-	case err := <-res:
+	case err := <-req.done:
 		if err != nil {
 			return fmt.Errorf("acp: write: %w", err)
 		}

@@ -1,6 +1,7 @@
 package acp
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/buzz-harness/buzz/internal/leakcheck"
 )
 
 func testCtx(t *testing.T) context.Context {
@@ -205,6 +208,57 @@ func TestConnFailsPendingCallWhenPeerGoes(t *testing.T) {
 	err := <-errc
 	if !errors.Is(err, ErrAgentExited) || !errors.Is(err, ErrConnClosed) {
 		t.Fatalf("got %v, want ErrAgentExited", err)
+	}
+}
+
+// stalledWriter is a Conn writing to a peer that reads nothing: the first line it writes blocks
+// in Write. sent receives each line as it is recorded, just before it is written.
+func stalledWriter(t *testing.T) (c *Conn, peer *io.PipeReader, sent chan string) {
+	t.Helper()
+	peer, w := io.Pipe()
+	in, _ := io.Pipe()
+	sent = make(chan string, 8)
+	c = NewConn(in, w, nil, func(l Line) {
+		if l.Dir == DirSend {
+			sent <- string(l.Data)
+		}
+	})
+	t.Cleanup(func() { c.Close() })
+	return c, peer, sent
+}
+
+const writeLoopFunc = "github.com/buzz-harness/buzz/internal/acp.(*Conn).writeLoop"
+
+func TestConnCloseReturnsOnlyOnceItsWriterHasStopped(t *testing.T) {
+	c, _, sent := stalledWriter(t)
+	notified := make(chan error, 1)
+	go func() { notified <- c.Notify("_x/stuck", nil) }()
+	<-sent // the writer holds the line and is blocked writing it
+	if n := len(leakcheck.Running(writeLoopFunc)); n != 1 {
+		t.Fatalf("%d writer goroutines before Close, want 1", n)
+	}
+	c.Close() // closing the pipe ends the blocked write
+	if left := leakcheck.Running(writeLoopFunc); len(left) > 0 {
+		t.Fatalf("Close returned while its writer still ran:\n%s", strings.Join(left, "\n\n"))
+	}
+	if err := <-notified; err == nil {
+		t.Fatal("Notify of a line the peer never read returned nil")
+	}
+}
+
+func TestConnCallerWhoseContextEndsIsReleasedWhileItsLineStillGoesOutWhole(t *testing.T) {
+	c, peer, sent := stalledWriter(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	called := make(chan error, 1)
+	go func() { called <- c.Call(ctx, "_x/slow", map[string]string{"k": "v"}, nil) }()
+	line := <-sent
+	cancel()
+	if err := <-called; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Call whose context ended while its line was being written returned %v, want context.Canceled", err)
+	}
+	got, err := bufio.NewReader(peer).ReadString('\n')
+	if err != nil || got != line+"\n" {
+		t.Fatalf("the peer read %q (%v), want the whole line %q", got, err, line+"\n")
 	}
 }
 
