@@ -222,20 +222,9 @@ func (p SessionParams) wire(needID bool) (SessionSetupParams, error) {
 	return w, nil
 }
 
-// NewSession creates a session and returns its id.
-func (c *Client) NewSession(ctx context.Context, p SessionParams) (string, error) {
-	id, _, err := c.NewSessionState(ctx, p)
-	return id, err
-}
-
-// LoadSession reattaches a session; updates the agent replays before answering are delivered with
-// Replay set, and all of them have been delivered when LoadSession returns.
-func (c *Client) LoadSession(ctx context.Context, p SessionParams) error {
-	_, err := c.LoadSessionState(ctx, p)
-	return err
-}
-
-// LoadSessionState is LoadSession returning the session's reported settings as well.
+// LoadSessionState reattaches a session (session/load) and returns its reported settings.
+// Updates the agent replays before answering are delivered with Replay set, and all of them
+// have been delivered when it returns.
 func (c *Client) LoadSessionState(ctx context.Context, p SessionParams) (*SessionState, error) {
 	w, err := p.wire(true)
 	if err != nil {
@@ -257,13 +246,8 @@ func (c *Client) LoadSessionState(ctx context.Context, p SessionParams) (*Sessio
 	return ParseSessionState(raw), nil
 }
 
-// ResumeSession reattaches a session without replay.
-func (c *Client) ResumeSession(ctx context.Context, p SessionParams) error {
-	_, err := c.ResumeSessionState(ctx, p)
-	return err
-}
-
-// ResumeSessionState is ResumeSession returning the session's reported settings as well.
+// ResumeSessionState reattaches a session without replay (session/resume) and returns its
+// reported settings.
 func (c *Client) ResumeSessionState(ctx context.Context, p SessionParams) (*SessionState, error) {
 	w, err := p.wire(true)
 	if err != nil {

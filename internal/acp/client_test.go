@@ -109,7 +109,7 @@ func TestNewSessionSendsAbsoluteCwdMcpServersAsStdioEntriesAndOmitsEmptyMeta(t *
 	for i, tc := range cases {
 		got := make(chan string, 1)
 		go func() {
-			id, err := c.NewSession(testCtx(t), tc.p)
+			id, _, err := c.NewSessionState(testCtx(t), tc.p)
 			got <- fmt.Sprint(id, err)
 		}()
 		m := ra.readMsg()
@@ -128,7 +128,7 @@ func TestNewSessionFailsWithoutSessionID(t *testing.T) {
 		return map[string]any{"sessionId": 5}, nil
 	}})
 	defer done()
-	if _, err := c.NewSession(testCtx(t), SessionParams{Cwd: "/"}); err == nil || !strings.Contains(err.Error(), "no sessionId") {
+	if _, _, err := c.NewSessionState(testCtx(t), SessionParams{Cwd: "/"}); err == nil || !strings.Contains(err.Error(), "no sessionId") {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -139,7 +139,10 @@ func TestLoadSessionMarksUpdatesReplayedBeforeItsAnswer(t *testing.T) {
 	defer done()
 	ctx := testCtx(t)
 	errc := make(chan error, 1)
-	go func() { errc <- c.LoadSession(ctx, SessionParams{Cwd: "/w", SessionID: "S"}) }()
+	go func() {
+		_, err := c.LoadSessionState(ctx, SessionParams{Cwd: "/w", SessionID: "S"})
+		errc <- err
+	}()
 	m := ra.readMsg()
 	if str(m["method"]) != "session/load" || string(m["params"]) != `{"sessionId":"S","cwd":"/w","mcpServers":[]}` {
 		t.Fatalf("load request %s %s", m["method"], m["params"])
@@ -155,9 +158,9 @@ func TestLoadSessionMarksUpdatesReplayedBeforeItsAnswer(t *testing.T) {
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
-	// The barrier: everything replayed is delivered by the time LoadSession returns.
+	// The barrier: everything replayed is delivered by the time LoadSessionState returns.
 	if n := len(updates.snapshot()); n < 3 {
-		t.Fatalf("only %d updates delivered when LoadSession returned", n)
+		t.Fatalf("only %d updates delivered when LoadSessionState returned", n)
 	}
 	var got []string
 	for _, u := range updates.waitFor(t, ctx, 4) {
@@ -175,7 +178,8 @@ func TestResumeSessionSendsSessionIDAndDoesNotMarkReplay(t *testing.T) {
 	defer done()
 	errc := make(chan error, 1)
 	go func() {
-		errc <- c.ResumeSession(testCtx(t), SessionParams{Cwd: "/w", SessionID: "S", SystemPrompt: &SystemPrompt{Mode: "append", Content: []ContentBlock{TextBlock("p")}}})
+		_, err := c.ResumeSessionState(testCtx(t), SessionParams{Cwd: "/w", SessionID: "S", SystemPrompt: &SystemPrompt{Mode: "append", Content: []ContentBlock{TextBlock("p")}}})
+		errc <- err
 	}()
 	m := ra.readMsg()
 	if str(m["method"]) != "session/resume" || string(m["params"]) != `{"sessionId":"S","cwd":"/w","mcpServers":[],"systemPrompt":{"mode":"append","content":[{"type":"text","text":"p"}]}}` {
@@ -189,7 +193,7 @@ func TestResumeSessionSendsSessionIDAndDoesNotMarkReplay(t *testing.T) {
 	if u := updates.snapshot(); len(u) != 1 || u[0].Replay {
 		t.Fatalf("updates %+v", u)
 	}
-	if err := c.ResumeSession(testCtx(t), SessionParams{Cwd: "/w"}); err == nil {
+	if _, err := c.ResumeSessionState(testCtx(t), SessionParams{Cwd: "/w"}); err == nil {
 		t.Fatal("resume without a session id was sent")
 	}
 }

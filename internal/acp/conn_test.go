@@ -124,7 +124,7 @@ func TestConnReturnsPeerErrorAsRPCError(t *testing.T) {
 		return nil, NewRPCError(CodeResourceNotFound, "Resource not found", map[string]string{"sessionId": "nope"})
 	}})
 	defer done()
-	err := c.LoadSession(testCtx(t), SessionParams{Cwd: "/", SessionID: "nope"})
+	_, err := c.LoadSessionState(testCtx(t), SessionParams{Cwd: "/", SessionID: "nope"})
 	var re *RPCError
 	if !errors.As(err, &re) || re.Code != CodeResourceNotFound || string(re.Data) != `{"sessionId":"nope"}` {
 		t.Fatalf("got %v", err)

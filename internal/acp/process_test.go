@@ -126,7 +126,7 @@ func (r *agentRun) start(t *testing.T) string {
 	if _, err := r.Initialize(testCtx(t)); err != nil {
 		t.Fatalf("initialize: %v; stderr:\n%s", err, r.stderr)
 	}
-	sid, err := r.NewSession(testCtx(t), SessionParams{Cwd: t.TempDir()})
+	sid, _, err := r.NewSessionState(testCtx(t), SessionParams{Cwd: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +322,7 @@ func TestCrashMidTurnReportsAgentExitedAndRespawnCarriesOn(t *testing.T) {
 	if _, err := again.Initialize(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	if err := again.LoadSession(testCtx(t), SessionParams{Cwd: "/", SessionID: sid}); err != nil {
+	if _, err := again.LoadSessionState(testCtx(t), SessionParams{Cwd: "/", SessionID: sid}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := again.Prompt(testCtx(t), sid, buzzPrompt("retry", ""), PromptOptions{})
@@ -351,7 +351,7 @@ func TestSessionLoadAfterRestartReplaysHistoryAndRemembersCodeword(t *testing.T)
 	if err != nil || !init.LoadSession {
 		t.Fatalf("%+v %v", init, err)
 	}
-	if err := second.LoadSession(testCtx(t), SessionParams{Cwd: "/", SessionID: sid}); err != nil {
+	if _, err := second.LoadSessionState(testCtx(t), SessionParams{Cwd: "/", SessionID: sid}); err != nil {
 		t.Fatal(err)
 	}
 	replayed := second.updates.snapshot()
@@ -376,7 +376,7 @@ func TestSessionLoadAfterRestartReplaysHistoryAndRemembersCodeword(t *testing.T)
 func TestLoadOfUnknownSessionIsResourceNotFound(t *testing.T) {
 	run := spawnTestAgent(t, map[string]string{}, ClientConfig{})
 	run.start(t)
-	err := run.LoadSession(testCtx(t), SessionParams{Cwd: "/", SessionID: "sess_nope"})
+	_, err := run.LoadSessionState(testCtx(t), SessionParams{Cwd: "/", SessionID: "sess_nope"})
 	var re *RPCError
 	if !errors.As(err, &re) || re.Code != CodeResourceNotFound {
 		t.Fatalf("got %v", err)

@@ -139,7 +139,7 @@ func ParseConfigOptions(raw json.RawMessage) []ConfigOption {
 	return out
 }
 
-// NewSessionState is NewSession returning the session's reported settings as well.
+// NewSessionState creates a session (session/new) and returns its id and reported settings.
 func (c *Client) NewSessionState(ctx context.Context, p SessionParams) (string, *SessionState, error) {
 	w, err := p.wire(false)
 	if err != nil {
