@@ -470,17 +470,14 @@ func (l *Live) session(ctx context.Context, url string) (wasReady bool, err erro
 	l.mu.Unlock()
 
 	defer l.lost(q)
-	writerDone := make(chan struct{})
+	// The writer and the pinger end with the session, and it returns only once they have.
+	var wg sync.WaitGroup
 	defer func() {
 		cancel(nil)
-		<-writerDone
+		wg.Wait()
 	}()
-	go func() {
-		defer close(writerDone)
-		l.writer(sctx, conn, q, initial, ready, url)
-	}()
-
-	go l.pinger(sctx, conn)
+	wg.Go(func() { l.writer(sctx, conn, q, initial, ready, url) })
+	wg.Go(func() { l.pinger(sctx, conn) })
 
 	for _, raw := range backlog {
 		if err := l.handle(sctx, raw); err != nil {

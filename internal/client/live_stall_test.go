@@ -5,15 +5,20 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/coder/websocket"
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/buzz-harness/buzz/internal/leakcheck"
 )
 
 // pipeRelay is a scripted relay for synctest bubbles: each dial gets an in-memory net.Pipe whose
@@ -25,6 +30,7 @@ type pipeRelay struct{ conns chan *pipeConn }
 type pipeConn struct {
 	t  *testing.T
 	ws *websocket.Conn
+	nc net.Conn // the relay's end of the pipe, under ws
 }
 
 func newPipeRelay() *pipeRelay { return &pipeRelay{conns: make(chan *pipeConn, 8)} }
@@ -49,7 +55,7 @@ func (pr *pipeRelay) serve(nc net.Conn) {
 		nc.Close()
 		return
 	}
-	pr.conns <- &pipeConn{ws: ws}
+	pr.conns <- &pipeConn{ws: ws, nc: nc}
 }
 
 // accept returns the next connection, once the client has dialled it.
@@ -235,6 +241,62 @@ func TestLiveSendQueueOverflowReconnectsWithTheDesiredSubscriptions(t *testing.T
 		<-l.Connected()
 		if subs := l.Subscriptions(); len(subs) != 2 {
 			t.Fatalf("desired subscriptions %v, want b and d", subs)
+		}
+	})
+}
+
+// holdLog holds the goroutine that logs msg, once, until release is closed; held is closed
+// when it arrives.
+type holdLog struct {
+	msg           string
+	held, release chan struct{}
+}
+
+func (h holdLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h holdLog) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h holdLog) WithGroup(string) slog.Handler            { return h }
+
+func (h holdLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		close(h.held)
+		<-h.release
+	}
+	return nil
+}
+
+// The relay reads frames but never answers a ping: the pinger gives up after the pong timeout
+// and is held in its log call. Run, stopped meanwhile, must not return before the pinger has.
+func TestLiveRunReturnsOnlyOnceItsPingerHasReturned(t *testing.T) {
+	const pinger = "github.com/buzz-harness/buzz/internal/client.(*Live).pinger"
+	synctest.Test(t, func(t *testing.T) {
+		pr := newPipeRelay()
+		hold := holdLog{msg: "relay ping failed; dropping connection", held: make(chan struct{}), release: make(chan struct{})}
+		l := NewLive(LiveConfig{RelayURL: "ws://relay.test", SecretKey: nostr.GeneratePrivateKey(),
+			PingInterval: time.Second, Logger: slog.New(hold)})
+		l.dial = pr.dial
+		ctx, cancel := context.WithCancel(context.Background())
+		ran := make(chan struct{})
+		go func() {
+			defer close(ran)
+			l.Run(ctx)
+		}()
+		rc := pr.accept(t)
+		rc.authenticate()
+		<-l.Connected()
+		go io.Copy(io.Discard, rc.nc) // read everything, answer nothing
+
+		<-hold.held
+		cancel()
+		synctest.Wait()
+		select {
+		case <-ran:
+			t.Fatalf("Run returned while its pinger still ran:\n%s", strings.Join(leakcheck.Running(pinger), "\n\n"))
+		default:
+		}
+		close(hold.release)
+		<-ran
+		if left := leakcheck.Running(pinger); len(left) > 0 {
+			t.Fatalf("pinger still running after Run returned:\n%s", strings.Join(left, "\n\n"))
 		}
 	})
 }
