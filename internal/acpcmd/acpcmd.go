@@ -152,7 +152,7 @@ func Command() *cobra.Command {
 				defer release()
 			}
 			if o.activityAddr != "" {
-				url, err := console.ServeActivity(ctx, o.activityAddr, cfg.Observer, cfg.SecretKey)
+				url, _, err := console.ServeActivity(ctx, o.activityAddr, cfg.Observer, cfg.SecretKey)
 				if err != nil {
 					return fmt.Errorf("--activity-addr: %w", err)
 				}

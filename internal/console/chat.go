@@ -187,13 +187,18 @@ func newChat(relayURL, ownerKey, agent, home string, log *slog.Logger) (*chat, e
 	}, nil
 }
 
-// run subscribes to the owner's channels and fans new messages out to browsers.
+// run subscribes to the owner's channels and fans new messages out to browsers. It returns once
+// the relay session and the channel-list retry it starts are gone.
 func (c *chat) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
 	done := make(chan error, 1)
-	go func() { done <- c.live.Run(ctx) }()
-	go func() {
+	wg.Go(func() { done <- c.live.Run(ctx) })
+	wg.Go(func() {
 		// The channel list is read over HTTP; retry briefly in case the relay is still starting.
 		for i := 0; i < 20 && ctx.Err() == nil; i++ {
 			qctx, qcancel := context.WithTimeout(ctx, 5*time.Second)
@@ -207,7 +212,7 @@ func (c *chat) run(ctx context.Context) error {
 			case <-time.After(250 * time.Millisecond):
 			}
 		}
-	}()
+	})
 	for {
 		select {
 		case <-ctx.Done():

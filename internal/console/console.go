@@ -97,7 +97,8 @@ func (s *Server) Token() string { return s.token }
 // URL is the address to open for a console listening on addr (host:port).
 func (s *Server) URL(addr string) string { return "http://" + addr + "/?token=" + s.token }
 
-// Run keeps the live message subscription going until ctx ends (a no-op in activity-only mode).
+// Run keeps the live message subscription going until ctx ends (a no-op in activity-only mode),
+// and returns once the goroutines it started are gone.
 func (s *Server) Run(ctx context.Context) error {
 	if s.chat == nil {
 		<-ctx.Done()
@@ -398,22 +399,36 @@ func statusFor(err error) int {
 	return http.StatusBadGateway
 }
 
-// Serve serves s on ln (and runs its live subscription) until ctx ends.
+// Serve serves s on ln (and runs its live subscription) until ctx ends. It returns once every
+// goroutine it started is gone, those serving connections (and so requests) included.
 func Serve(ctx context.Context, ln net.Listener, s *Server) error {
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	var wg sync.WaitGroup
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	wg.Add(1)
-	go func() { defer wg.Done(); s.Run(rctx) }()
+	var wg sync.WaitGroup
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second,
+		// Requests, event streams above all, end when serving stops.
+		BaseContext: func(net.Listener) context.Context { return rctx },
+		// net/http serves each connection on a goroutine of its own: counted from the accept
+		// loop (so before Serve returns) until the connection is closed, its requests answered.
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			switch st {
+			case http.StateNew:
+				wg.Add(1)
+			case http.StateClosed, http.StateHijacked:
+				wg.Done()
+			}
+		},
+	}
+	wg.Go(func() { s.Run(rctx) })
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	var err error
 	select {
 	case err = <-errc:
+		srv.Close() // the listener failed: drop the connections still open as well
 	case <-ctx.Done():
-		// Open SSE streams never go idle, so Shutdown alone would wait them out: give it a short
-		// grace, then close outright.
+		// Event streams end with ctx (their requests' base context); give Shutdown a short
+		// grace to see every connection idle, then close outright.
 		sctx, scancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		if srv.Shutdown(sctx) != nil {
 			srv.Close()
@@ -429,20 +444,25 @@ func Serve(ctx context.Context, ln net.Listener, s *Server) error {
 	return err
 }
 
-// ServeActivity serves the activity view of bus on addr (e.g. "127.0.0.1:3001") until ctx ends.
-// It returns once listening, with the URL (token included) to print; listen errors come back
-// at once. This is what buzz-acp --activity-addr uses.
-func ServeActivity(ctx context.Context, addr string, bus *observer.Bus, secretKeys ...string) (string, error) {
+// ServeActivity serves the activity view of bus on addr (e.g. "127.0.0.1:3001") until ctx ends;
+// done is closed once it has stopped and its goroutines are gone. It returns once listening,
+// with the URL (token included) to print; listen errors come back at once. This is what
+// buzz-acp --activity-addr uses.
+func ServeActivity(ctx context.Context, addr string, bus *observer.Bus, secretKeys ...string) (url string, done <-chan struct{}, err error) {
 	s, err := New(Config{Bus: bus, SecretKeys: secretKeys})
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	ln, err := Listen(addr)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	go Serve(ctx, ln, s)
-	return s.URL(ln.Addr().String()), nil
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		Serve(ctx, ln, s)
+	}()
+	return s.URL(ln.Addr().String()), stopped, nil
 }
 
 // Listen opens a loopback-only listener; a non-loopback host is refused because the console

@@ -161,7 +161,7 @@ func TestConsoleStreamSendsActivityHistoryThenLiveWithoutRawACPLines(t *testing.
 }
 
 func TestServeActivityRefusesNonLoopbackAddress(t *testing.T) {
-	_, err := console.ServeActivity(context.Background(), "0.0.0.0:0", observer.NewBus(1))
+	_, _, err := console.ServeActivity(context.Background(), "0.0.0.0:0", observer.NewBus(1))
 	if err == nil || !strings.Contains(err.Error(), "only loopback") {
 		t.Errorf("err = %v, want a loopback-only refusal", err)
 	}
@@ -169,7 +169,7 @@ func TestServeActivityRefusesNonLoopbackAddress(t *testing.T) {
 
 func TestServeActivityServesActivityOnlyStateUntilContextEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	url, err := console.ServeActivity(ctx, "127.0.0.1:0", observer.NewBus(1))
+	url, done, err := console.ServeActivity(ctx, "127.0.0.1:0", observer.NewBus(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,16 +180,10 @@ func TestServeActivityServesActivityOnlyStateUntilContextEnds(t *testing.T) {
 		t.Fatalf("state: %d %s", resp.StatusCode, body)
 	}
 	cancel()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		c := &http.Client{Timeout: time.Second}
-		if _, err := c.Get(base + "/"); err != nil {
-			break // listener closed
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("console still serving after its context ended")
-		}
-		time.Sleep(20 * time.Millisecond)
+	<-done
+	c := &http.Client{Timeout: time.Second}
+	if _, err := c.Get(base + "/"); err == nil {
+		t.Fatal("console still serving after its context ended")
 	}
 }
 

@@ -24,10 +24,11 @@ func TestConsoleActivityNamesResumeMethodOnceAndSaysWhyContextIsIncomplete(t *te
 		ContextIncomplete: "thread truncated to 13 of 41 messages"})
 	topLevel := observer.Scope{ChannelID: ch, SessionID: sid, TurnID: "t2"}
 	bus.Publish(topLevel, observer.PromptContextDelivery{Route: "system_prompt", PromptBytes: 400})
-	url, err := console.ServeActivity(t.Context(), "127.0.0.1:0", bus)
+	url, done, err := console.ServeActivity(t.Context(), "127.0.0.1:0", bus)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { <-done }) // t.Context ends just before cleanups run
 	if err := chromedp.Do(ctx, chromedp.Navigate(url), chromedp.WaitVisible(chromedp.CSS(`.turn[data-turn="t2"] .card.ctx`))); err != nil {
 		t.Fatal(err)
 	}
