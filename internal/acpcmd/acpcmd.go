@@ -99,76 +99,14 @@ func Command() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Under `buzz acp` the default agent is also this program: `buzz agent`.
 			o.selfAgent = cmd.HasParent()
-			if o.maxProcs < 0 {
-				return errors.New("--max-procs / BUZZ_ACP_MAX_PROCS must be 0 or more")
-			}
-			cfg, closeLog, err := o.config(cmd.ErrOrStderr())
+			cfg, err := o.config(cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
-			defer closeLog()
-			if cfg.RelayURL == "" {
-				return errors.New("--relay-url / BUZZ_RELAY_URL is empty")
-			}
-			pk, err := protocol.PublicKey(cfg.SecretKey)
-			if err != nil {
-				return fmt.Errorf("--private-key / BUZZ_PRIVATE_KEY: %w", err)
-			}
-			if o.maxProcs > 0 {
-				runtime.GOMAXPROCS(o.maxProcs)
-			}
-			sigCtx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			ctx, cancel := context.WithCancelCause(sigCtx)
-			defer cancel(nil)
-			// Before anything else is started: a refused second instance leaves no trace, and
-			// a standby touches nothing until it holds the lease.
-			if o.lease != "" {
-				lease, err := takePGLease(ctx, o.lease, pk, relayList(cfg), cfg.Logger)
-				if err != nil {
-					if sigCtx.Err() != nil {
-						return nil // stopped while waiting as a standby
-					}
-					return err
-				}
-				defer lease.release()
-				go func() {
-					select {
-					case err := <-lease.Lost():
-						cfg.Logger.Error("stopping: the lease may pass to a standby", "err", err)
-						cancel(err)
-					case <-ctx.Done():
-					}
-				}()
-			} else {
-				dir, err := leaseDir()
-				if err != nil {
-					return err
-				}
-				release, err := takeLeases(dir, pk, relayList(cfg))
-				if err != nil {
-					return err
-				}
-				defer release()
-			}
-			if o.activityAddr != "" {
-				url, _, err := console.ServeActivity(ctx, o.activityAddr, cfg.Observer, cfg.SecretKey)
-				if err != nil {
-					return fmt.Errorf("--activity-addr: %w", err)
-				}
-				fmt.Fprintln(cmd.ErrOrStderr(), "buzz-acp activity console:", url)
-			}
-			h, err := harness.New(cfg)
-			if err != nil {
+			if err := o.load(&cfg); err != nil {
 				return err
 			}
-			if err := h.Run(ctx); err != nil {
-				return err
-			}
-			if cause := context.Cause(ctx); sigCtx.Err() == nil && cause != nil {
-				return cause // the lease was lost
-			}
-			return nil
+			return o.run(cmd.Context(), cfg, cmd.ErrOrStderr())
 		},
 	}
 	f := cmdflag.On(cmd.Flags())
@@ -231,18 +169,38 @@ func Command() *cobra.Command {
 	return cmd
 }
 
-func (o *options) config(stderr io.Writer) (harness.Config, func(), error) {
-	noop := func() {}
+// config turns the flags into a harness.Config and checks them: parsing only, no I/O (load
+// reads the files and finds the commands they name).
+func (o *options) config(stderr io.Writer) (harness.Config, error) {
+	if o.maxProcs < 0 {
+		return harness.Config{}, errors.New("--max-procs / BUZZ_ACP_MAX_PROCS must be 0 or more")
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
-		return harness.Config{}, noop, fmt.Errorf("--log-level: %w", err)
+		return harness.Config{}, fmt.Errorf("--log-level: %w", err)
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	sk, err := protocol.ParseSecretKey(o.privateKey)
 	if err != nil {
-		return harness.Config{}, noop, fmt.Errorf("--private-key / BUZZ_PRIVATE_KEY: %w", err)
+		return harness.Config{}, fmt.Errorf("--private-key / BUZZ_PRIVATE_KEY: %w", err)
 	}
-	cfg := harness.Config{
+	cfg := o.harnessConfig(sk, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})))
+	for _, parse := range []func(*harness.Config) error{o.agentSettings, o.people, o.scope} {
+		if err := parse(&cfg); err != nil {
+			return cfg, err
+		}
+	}
+	if cfg.RelayURL == "" {
+		return cfg, errors.New("--relay-url / BUZZ_RELAY_URL is empty")
+	}
+	if _, err := protocol.PublicKey(sk); err != nil {
+		return cfg, fmt.Errorf("--private-key / BUZZ_PRIVATE_KEY: %w", err)
+	}
+	return cfg, nil
+}
+
+// harnessConfig is the harness.Config of the flags that need no checking beyond their type.
+func (o *options) harnessConfig(sk string, logger *slog.Logger) harness.Config {
+	return harness.Config{
 		RelayURL:                      strings.Join(client.SplitRelayURLs(o.relayURL), ","),
 		SecretKey:                     sk,
 		AgentCommand:                  o.agentCommand,
@@ -274,40 +232,48 @@ func (o *options) config(stderr io.Writer) (harness.Config, func(), error) {
 		ConversationSessionIdleTTL:    time.Duration(o.sessionIdleTTL) * time.Second,
 		Logger:                        logger,
 		Version:                       Version,
-		BuzzCLIDir:                    harness.BuzzCLIDir(),
 		MCPCommand:                    o.mcpCommand,
 		Model:                         strings.TrimSpace(o.model),
 		PermissionMode:                strings.TrimSpace(o.permissionMode),
 		EffortLevel:                   strings.TrimSpace(o.effortLevel),
+		SystemPrompt:                  o.systemPrompt,
+		HeartbeatPrompt:               o.heartbeatPrompt,
 	}
+}
+
+// agentSettings checks how the agent's permission requests are answered and in which mode.
+func (o *options) agentSettings(cfg *harness.Config) error {
 	if cfg.PermissionMode != "" {
+		var err error
 		if cfg.PermissionMode, err = harness.PermissionModeWire(cfg.PermissionMode); err != nil {
-			return cfg, noop, fmt.Errorf("--permission-mode: %w", err)
-		}
-	}
-	if o.mcpServers != "" {
-		if cfg.MCPServers, err = mcpconfig.Load(o.mcpServers); err != nil {
-			return cfg, noop, fmt.Errorf("--mcp-servers %s: %w", o.mcpServers, err)
+			return fmt.Errorf("--permission-mode: %w", err)
 		}
 	}
 	if o.permissions != "allow" && o.permissions != "deny" && o.permissions != "ask" {
-		return cfg, noop, fmt.Errorf("--permissions must be allow, deny or ask, got %q", o.permissions)
+		return fmt.Errorf("--permissions must be allow, deny or ask, got %q", o.permissions)
 	}
+	return nil
+}
+
+// people parses who the agent belongs to and answers: its owner, auth tag, allowlist and the
+// channel-add policy it publishes.
+func (o *options) people(cfg *harness.Config) error {
+	var err error
 	if o.owner != "" {
 		if cfg.Owner, err = protocol.ParsePubkey(o.owner); err != nil {
-			return cfg, noop, fmt.Errorf("--agent-owner: %w", err)
+			return fmt.Errorf("--agent-owner: %w", err)
 		}
 	}
 	if o.channelAddPolicy != "" {
 		if err := client.CheckAddPolicy(o.channelAddPolicy); err != nil {
-			return cfg, noop, fmt.Errorf("--channel-add-policy: %w", err)
+			return fmt.Errorf("--channel-add-policy: %w", err)
 		}
 		cfg.ChannelAddPolicy = o.channelAddPolicy
 	}
 	if cfg.AuthTag = strings.TrimSpace(o.authTag); cfg.AuthTag != "" {
-		agent, _ := protocol.PublicKey(sk)
+		agent, _ := protocol.PublicKey(cfg.SecretKey)
 		if _, err := ownerauth.ResolveOwner(cfg.AuthTag, agent); err != nil {
-			return cfg, noop, fmt.Errorf("--auth-tag / %s: %w", ownerauth.EnvVar, err)
+			return fmt.Errorf("--auth-tag / %s: %w", ownerauth.EnvVar, err)
 		}
 	}
 	if o.allowlist != "" {
@@ -315,15 +281,20 @@ func (o *options) config(stderr io.Writer) (harness.Config, func(), error) {
 		for _, p := range cmdflag.List(o.allowlist) {
 			pk, err := protocol.ParsePubkey(p)
 			if err != nil {
-				return cfg, noop, fmt.Errorf("--respond-to-allowlist: %w", err)
+				return fmt.Errorf("--respond-to-allowlist: %w", err)
 			}
 			cfg.Allowlist[pk] = true
 		}
 	}
+	return nil
+}
+
+// scope parses which events the harness subscribes to: kinds and channels.
+func (o *options) scope(cfg *harness.Config) error {
 	for _, k := range cmdflag.List(o.kinds) {
 		n, err := strconv.Atoi(k)
 		if err != nil {
-			return cfg, noop, fmt.Errorf("--kinds: %q is not a number", k)
+			return fmt.Errorf("--kinds: %q is not a number", k)
 		}
 		cfg.Kinds = append(cfg.Kinds, n)
 	}
@@ -331,33 +302,51 @@ func (o *options) config(stderr io.Writer) (harness.Config, func(), error) {
 		cfg.Channels = map[string]bool{}
 		for _, c := range cmdflag.List(o.channels) {
 			if !protocol.IsUUID(c) {
-				return cfg, noop, fmt.Errorf("--channels: %q is not a channel UUID", c)
+				return fmt.Errorf("--channels: %q is not a channel UUID", c)
 			}
 			cfg.Channels[c] = true
 		}
 	}
-	if cfg.AgentCwd, err = absDir(o.agentCwd); err != nil {
-		return cfg, noop, fmt.Errorf("--agent-cwd: %w", err)
-	}
-	if o.stateDir == "" {
-		o.stateDir = filepath.Join(cfg.AgentCwd, ".buzz-acp")
-		if wd, err := os.Getwd(); err == nil {
-			o.stateDir = filepath.Join(wd, ".buzz-acp")
+	return nil
+}
+
+// load fills in what the flags name on this machine: the agent command, the working and state
+// directories, the prompt files and the MCP servers file. It reads; it creates nothing.
+func (o *options) load(cfg *harness.Config) error {
+	var err error
+	if o.mcpServers != "" {
+		if cfg.MCPServers, err = mcpconfig.Load(o.mcpServers); err != nil {
+			return fmt.Errorf("--mcp-servers %s: %w", o.mcpServers, err)
 		}
 	}
-	cfg.StateDir = o.stateDir
+	if cfg.AgentCwd, err = absDir(o.agentCwd); err != nil {
+		return fmt.Errorf("--agent-cwd: %w", err)
+	}
+	if cfg.StateDir = o.stateDir; cfg.StateDir == "" {
+		cfg.StateDir = filepath.Join(cfg.AgentCwd, ".buzz-acp")
+		if wd, err := os.Getwd(); err == nil {
+			cfg.StateDir = filepath.Join(wd, ".buzz-acp")
+		}
+	}
 	if cfg.AgentCommand, err = resolveAgent(cfg.AgentCommand); err != nil {
 		exe, xerr := os.Executable()
 		if !o.selfAgent || o.agentCommand != defaultAgent || xerr != nil {
-			return cfg, noop, err
+			return err
 		}
 		cfg.AgentCommand, cfg.AgentArgs = exe, append([]string{"agent"}, cfg.AgentArgs...)
 	}
+	cfg.BuzzCLIDir = harness.BuzzCLIDir()
+	return o.loadPrompts(cfg)
+}
+
+// loadPrompts reads the prompt files, and gives the default [Base] prompt the CLI's path.
+func (o *options) loadPrompts(cfg *harness.Config) error {
+	var err error
 	switch {
 	case o.noBasePrompt:
 	case o.basePromptFile != "":
 		if cfg.BasePrompt, err = readText(o.basePromptFile, 1<<20); err != nil {
-			return cfg, noop, fmt.Errorf("--base-prompt-file: %w", err)
+			return fmt.Errorf("--base-prompt-file: %w", err)
 		}
 	default:
 		cfg.BasePrompt = prompt.DefaultBasePrompt()
@@ -367,31 +356,122 @@ func (o *options) config(stderr io.Writer) (harness.Config, func(), error) {
 				"`; use that path if `buzz` is not found on PATH."
 		}
 	}
-	cfg.SystemPrompt = o.systemPrompt
 	if o.systemPromptFile != "" {
 		if cfg.SystemPrompt, err = readText(o.systemPromptFile, 1<<20); err != nil {
-			return cfg, noop, fmt.Errorf("--system-prompt-file: %w", err)
+			return fmt.Errorf("--system-prompt-file: %w", err)
 		}
 	}
-	cfg.HeartbeatPrompt = o.heartbeatPrompt
 	if o.heartbeatPromptFile != "" {
 		if cfg.HeartbeatPrompt, err = readText(o.heartbeatPromptFile, 1<<20); err != nil {
-			return cfg, noop, fmt.Errorf("--heartbeat-prompt-file: %w", err)
+			return fmt.Errorf("--heartbeat-prompt-file: %w", err)
 		}
 	}
+	return nil
+}
+
+// run is buzz-acp once configured: it takes the agent's lease, then starts the activity log,
+// the activity console and the harness, and returns once each has stopped, last started first.
+func (o *options) run(parent context.Context, cfg harness.Config, stderr io.Writer) error {
+	if o.maxProcs > 0 {
+		runtime.GOMAXPROCS(o.maxProcs)
+	}
+	sigCtx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithCancelCause(sigCtx)
+	defer cancel(nil)
+	// Before anything else is started: a refused second instance leaves no trace, and a standby
+	// touches nothing until it holds the lease.
+	release, err := o.takeLease(ctx, cfg, cancel)
+	if err != nil {
+		if sigCtx.Err() != nil {
+			return nil // stopped while waiting as a standby
+		}
+		return err
+	}
+	defer release()
 	cfg.Observer = observer.NewBus(2000)
-	closeLog := noop
 	if o.activityLog != "" {
-		fh, err := os.OpenFile(o.activityLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		stopLog, err := startActivityLog(o.activityLog, cfg.Observer)
 		if err != nil {
-			return cfg, noop, fmt.Errorf("--activity-log: %w", err)
+			return fmt.Errorf("--activity-log: %w", err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { observer.WriteJSONLines(ctx, cfg.Observer, fh); close(done) }()
-		closeLog = func() { cancel(); <-done; fh.Close() }
+		defer stopLog()
 	}
-	return cfg, closeLog, nil
+	if o.activityAddr != "" {
+		stopConsole, err := startActivityConsole(ctx, o.activityAddr, cfg, stderr)
+		if err != nil {
+			return fmt.Errorf("--activity-addr: %w", err)
+		}
+		defer stopConsole()
+	}
+	h, err := harness.New(cfg)
+	if err != nil {
+		return err
+	}
+	if err := h.Run(ctx); err != nil {
+		return err
+	}
+	if cause := context.Cause(ctx); sigCtx.Err() == nil && cause != nil {
+		return cause // the lease was lost
+	}
+	return nil
+}
+
+// takeLease holds the agent's lease on every relay it may use, in PostgreSQL with --lease, else
+// in lock files, until release. Losing a PostgreSQL lease cancels ctx (through lost) with why.
+func (o *options) takeLease(ctx context.Context, cfg harness.Config, lost context.CancelCauseFunc) (release func(), err error) {
+	pk, _ := protocol.PublicKey(cfg.SecretKey) // config checked it
+	if o.lease != "" {
+		l, err := takePGLease(ctx, o.lease, pk, relayList(cfg), cfg.Logger, func(err error) {
+			cfg.Logger.Error("stopping: the lease may pass to a standby", "err", err)
+			lost(err)
+		})
+		if err != nil {
+			return nil, err
+		}
+		return l.release, nil
+	}
+	dir, err := leaseDir()
+	if err != nil {
+		return nil, err
+	}
+	return takeLeases(dir, pk, relayList(cfg))
+}
+
+// startActivityConsole serves the activity console of cfg's feed on addr and prints its URL,
+// until stop, which returns once it has stopped serving.
+func startActivityConsole(ctx context.Context, addr string, cfg harness.Config, stderr io.Writer) (stop func(), err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	url, done, err := console.ServeActivity(ctx, addr, cfg.Observer, cfg.SecretKey)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	fmt.Fprintln(stderr, "buzz-acp activity console:", url)
+	return func() {
+		cancel()
+		<-done
+	}, nil
+}
+
+// startActivityLog appends the activity feed of bus to the file at path, as JSON lines, until
+// stop, which returns once the writer has stopped and the file is closed.
+func startActivityLog(path string, bus *observer.Bus) (stop func(), err error) {
+	fh, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		observer.WriteJSONLines(ctx, bus, fh)
+	}()
+	return func() {
+		cancel()
+		<-done
+		fh.Close()
+	}, nil
 }
 
 // resolveAgent finds the agent command: as given if it has a path, else beside this executable

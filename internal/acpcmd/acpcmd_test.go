@@ -3,8 +3,13 @@ package acpcmd
 import (
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/buzz-harness/buzz/internal/harness"
+	"github.com/buzz-harness/buzz/internal/leakcheck"
+	"github.com/buzz-harness/buzz/internal/observer"
 )
 
 func run(t *testing.T, args ...string) error {
@@ -14,6 +19,15 @@ func run(t *testing.T, args ...string) error {
 	cmd.SetOut(io.Discard)
 	cmd.SetErr(io.Discard)
 	return cmd.Execute()
+}
+
+// loaded is o's configuration as buzz-acp runs with it: parsed, then loaded.
+func loaded(o *options) (harness.Config, error) {
+	cfg, err := o.config(io.Discard)
+	if err != nil {
+		return cfg, err
+	}
+	return cfg, o.load(&cfg)
 }
 
 func TestUnparseableEnvValueIsAnErrorNotADefault(t *testing.T) {
@@ -58,19 +72,18 @@ func TestMissingAgentCommandIsOneClearError(t *testing.T) {
 
 func TestUnderBuzzAMissingDefaultAgentIsThisProgramsAgentSubcommand(t *testing.T) {
 	t.Setenv("PATH", t.TempDir()) // no buzz-agent anywhere
-	o := options{privateKey: strings.Repeat("1", 64), agentCommand: defaultAgent, agentArgs: "x", permissions: "allow",
+	o := options{relayURL: "ws://a:1", privateKey: strings.Repeat("1", 64), agentCommand: defaultAgent, agentArgs: "x", permissions: "allow",
 		logLevel: "info", kinds: DefaultKinds, stateDir: t.TempDir(), selfAgent: true}
-	cfg, closeLog, err := o.config(io.Discard)
+	cfg, err := loaded(&o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closeLog()
 	exe, _ := os.Executable()
 	if cfg.AgentCommand != exe || strings.Join(cfg.AgentArgs, " ") != "agent x" {
 		t.Fatalf("agent = %s %q, want %s agent x", cfg.AgentCommand, cfg.AgentArgs, exe)
 	}
 	o.selfAgent = false
-	if _, _, err := o.config(io.Discard); err == nil || !strings.Contains(err.Error(), `"buzz-agent" not found`) {
+	if _, err := loaded(&o); err == nil || !strings.Contains(err.Error(), `"buzz-agent" not found`) {
 		t.Fatalf("standalone buzz-acp: err = %v, want buzz-agent not found", err)
 	}
 }
@@ -90,5 +103,52 @@ func TestBadMultipleEventHandlingModeFromTheEnvironmentIsRefused(t *testing.T) {
 	err := run(t, "--agent-command", "/bin/true", "--state-dir", t.TempDir())
 	if err == nil || !strings.Contains(err.Error(), `--multiple-event-handling must be queue, steer, interrupt or owner-interrupt, got "merge"`) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// Parsing and loading the configuration touch nothing: the activity log a flag names is opened
+// when buzz-acp runs, after it holds the agent's lease.
+func TestConfigAndLoadCreateNoActivityLog(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "activity.jsonl")
+	o := options{relayURL: "ws://a:1", privateKey: strings.Repeat("1", 64), agentCommand: "/bin/true",
+		permissions: "allow", logLevel: "info", kinds: "9", stateDir: t.TempDir(), activityLog: log}
+	if _, err := loaded(&o); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(log); !os.IsNotExist(err) {
+		t.Fatalf("the activity log exists after config and load (%v), want it left to run", err)
+	}
+}
+
+func TestActivityLogStopReturnsOnceItsWriterHasStopped(t *testing.T) {
+	const writer = "github.com/buzz-harness/buzz/internal/observer.WriteJSONLines"
+	bus := observer.NewBus(10)
+	path := filepath.Join(t.TempDir(), "activity.jsonl")
+	stop, err := startActivityLog(path, bus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bus.Publish(observer.Scope{TurnID: "t1"}, observer.TurnEnded{StopReason: "end_turn"})
+	stop()
+	if left := leakcheck.Running(writer); len(left) > 0 {
+		t.Fatalf("activity log writer still running after stop:\n%s", strings.Join(left, "\n\n"))
+	}
+	if b, err := os.ReadFile(path); err != nil || !strings.Contains(string(b), `"end_turn"`) {
+		t.Fatalf("activity log = %q (%v), want the event published before stop", b, err)
+	}
+}
+
+func TestActivityConsoleStopReturnsOnceItHasStoppedServing(t *testing.T) {
+	var stderr strings.Builder
+	stop, err := startActivityConsole(t.Context(), "127.0.0.1:0", harness.Config{Observer: observer.NewBus(10)}, &stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr.String(), "buzz-acp activity console: http://127.0.0.1:") {
+		t.Errorf("printed %q, want the console's URL", stderr.String())
+	}
+	stop()
+	if left := leakcheck.Running("github.com/buzz-harness/buzz/internal/console."); len(left) > 0 {
+		t.Fatalf("console still running after stop:\n%s", strings.Join(left, "\n\n"))
 	}
 }

@@ -62,11 +62,10 @@ func TestSecondLeaseOnAnyListedRelayIsRefusedAndHeldOnesAreReleased(t *testing.T
 func TestRelayURLListSetsPrimaryAndFallbacks(t *testing.T) {
 	o := options{relayURL: "ws://a:1, ws://b:2", privateKey: strings.Repeat("1", 64), agentCommand: "/bin/true",
 		permissions: "allow", logLevel: "info", kinds: "9"}
-	cfg, closeLog, err := o.config(&strings.Builder{})
+	cfg, err := o.config(&strings.Builder{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	closeLog()
 	if cfg.RelayURL != "ws://a:1,ws://b:2" || !slices.Equal(relayList(cfg), []string{"ws://a:1", "ws://b:2"}) {
 		t.Fatalf("RelayURL %q, relay list %q", cfg.RelayURL, relayList(cfg))
 	}

@@ -26,9 +26,8 @@ const (
 // pgLease is a held PostgreSQL lease.
 type pgLease struct {
 	conn *pgx.Conn
-	lost chan error // receives once if the connection (and so the lease) is lost
-	stop chan struct{}
-	done chan struct{}
+	stop chan struct{} // closed by release
+	done chan struct{} // closed once the watcher has returned
 }
 
 // pgLeaseKey is the advisory lock key for one agent on one relay: the same agent and relay,
@@ -40,8 +39,9 @@ func pgLeaseKey(pubkey, relayURL string) int64 {
 
 // takePGLease connects to dsn and waits until it holds the lease for pubkey on every relay,
 // logging once that it is a standby and who holds the lease. It returns when the lease is held
-// or ctx ends.
-func takePGLease(ctx context.Context, dsn, pubkey string, relays []string, log *slog.Logger) (*pgLease, error) {
+// or ctx ends. Held, it is watched until release: if it is lost, onLost is called once, on the
+// watcher's goroutine, with why.
+func takePGLease(ctx context.Context, dsn, pubkey string, relays []string, log *slog.Logger, onLost func(error)) (*pgLease, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("--lease: %w", err)
@@ -72,8 +72,11 @@ func takePGLease(ctx context.Context, dsn, pubkey string, relays []string, log *
 			if waiting {
 				log.Info("lease taken over; this buzz-acp is now active", "agent", pubkey)
 			}
-			l := &pgLease{conn: conn, lost: make(chan error, 1), stop: make(chan struct{}), done: make(chan struct{})}
-			go l.watch()
+			l := &pgLease{conn: conn, stop: make(chan struct{}), done: make(chan struct{})}
+			go func() {
+				defer close(l.done)
+				l.watch(onLost)
+			}()
 			return l, nil
 		}
 		if !waiting {
@@ -124,8 +127,7 @@ func leaseHolder(ctx context.Context, conn *pgx.Conn, key int64) string {
 
 // watch pings the lease's connection until release; a failed or slow ping reports the lease lost
 // (another buzz-acp may take it over now, so this one must stop answering).
-func (l *pgLease) watch() {
-	defer close(l.done)
+func (l *pgLease) watch(onLost func(error)) {
 	t := time.NewTicker(pgLeasePing)
 	defer t.Stop()
 	for {
@@ -138,16 +140,14 @@ func (l *pgLease) watch() {
 		err := l.conn.Ping(ctx)
 		cancel()
 		if err != nil {
-			l.lost <- fmt.Errorf("lease lost: the connection holding it failed: %w", err)
+			onLost(fmt.Errorf("lease lost: the connection holding it failed: %w", err))
 			return
 		}
 	}
 }
 
-// Lost receives an error once if the lease is lost.
-func (l *pgLease) Lost() <-chan error { return l.lost }
-
-// release gives the lease back (closing the connection drops the locks).
+// release gives the lease back (closing the connection drops the locks); it returns once the
+// watcher has stopped.
 func (l *pgLease) release() {
 	close(l.stop)
 	<-l.done
