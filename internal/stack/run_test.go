@@ -6,6 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/buzz-harness/buzz/internal/leakcheck"
+	"github.com/buzz-harness/buzz/internal/testbin"
 )
 
 // A start that fails late — after the data dir, keys, relay database and #general exist — must
@@ -37,5 +41,56 @@ func TestRunThatFailsKeepsADataDirThatAlreadyExisted(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dataDir, "owner.key")); err != nil {
 		t.Errorf("existing data dir lost its owner key: %v", err)
+	}
+}
+
+// Stopping a running stack undoes its start last part first, saying what stopped, and Run
+// returns only once the parts' goroutines are gone.
+func TestRunStopsHarnessConsoleAndRelayInThatOrderAndLeavesNoGoroutineBehind(t *testing.T) {
+	bin := testbin.Dir(t, "internal/testagent")
+	dataDir := t.TempDir()
+	var out testbin.Output
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan Info, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Config{DataDir: dataDir, RelayAddr: "127.0.0.1:0", ConsoleAddr: "127.0.0.1:0",
+			AgentCommand: filepath.Join(bin, "testagent"), AgentEnv: []string{"TESTAGENT_STATE_DIR=" + t.TempDir()},
+			AgentCwd: t.TempDir(), NoMCP: true, Out: &out, Ready: func(i Info) { ready <- i }})
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("Run: %v\n%s", err, out.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the stack did not come up within 60s:\n%s", out.String())
+	}
+	cancel()
+	select {
+	case err := <-done:
+		// Stopped this early the harness may still be starting, and says it was cancelled.
+		t.Logf("Run: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("Run did not return after its context ended:\n%s", out.String())
+	}
+	said := out.String()
+	last := -1
+	for _, want := range []string{"buzz up: stopping", "stopped the harness and the agent", "stopped the console", "stopped the relay; everything is kept in " + dataDir} {
+		i := strings.Index(said, want)
+		if i < last {
+			t.Fatalf("output lacks %q after what came before it:\n%s", want, said)
+		}
+		last = i
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, runningFile)); !os.IsNotExist(err) {
+		t.Errorf("%s left behind (%v)", runningFile, err)
+	}
+	// What the parts' goroutines run (their wrapper may still be closing its done channel).
+	for _, fn := range []string{"github.com/buzz-harness/buzz/internal/stack.(*starting).", "github.com/buzz-harness/buzz/internal/relay.Serve",
+		"github.com/buzz-harness/buzz/internal/console.", "github.com/buzz-harness/buzz/internal/harness.(*Harness).Run"} {
+		if left := leakcheck.Running(fn); len(left) > 0 {
+			t.Errorf("%d goroutine(s) in %s after Run returned:\n%s", len(left), fn, strings.Join(left, "\n\n"))
+		}
 	}
 }

@@ -143,209 +143,256 @@ func (c *Config) defaults() error {
 // Everything that can be refused quickly (the agent command, both ports, the data dir and its
 // lock) is checked before anything is created, and a start that fails removes a data dir it
 // created, so a mistake leaves nothing behind.
-func Run(ctx context.Context, cfg Config) (err error) {
+func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.defaults(); err != nil {
 		return err
 	}
+	s := &starting{cfg: cfg, td: teardown{out: cfg.Out}}
+	defer s.td.unwind()
+	for _, step := range []func(context.Context) error{
+		s.findAgent,
+		s.openPorts,
+		s.openDataDir,
+		s.linkCommands,
+		s.openLog,
+		s.startRelay,
+		s.setUp,
+		s.startParts,
+	} {
+		if err := step(ctx); err != nil {
+			return err
+		}
+	}
+	return s.serve(ctx)
+}
+
+// starting is a stack on its way up: what Run's steps have found and opened so far (info fills
+// in as they go), and the teardown that undoes it.
+type starting struct {
+	cfg Config
+	td  teardown
+
+	exe                 string // this program
+	agentCmd            string // "" until linkCommands: this program's `agent`
+	agentArgs, agentEnv []string
+	relayLn, consoleLn  net.Listener
+	ids                 Identities
+	self, mcpCommand    string // bin/buzz and bin/buzz-mcp ("" with NoMCP)
+	cliDir              string
+	logger              *slog.Logger
+	info                Info
+	boot                booted
+	harness             *task
+}
+
+// findAgent finds this executable and a custom agent command.
+func (s *starting) findAgent(context.Context) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return fail("cannot find this program's executable: %v", err)
 	}
-	agentCmd, agentArgs, err := resolveAgent(cfg)
+	s.exe = exe
+	s.agentCmd, s.agentArgs, err = resolveAgent(s.cfg)
+	s.agentEnv = s.cfg.AgentEnv
+	return err
+}
+
+// openPorts listens on the relay's and the console's ports, saying which one is taken.
+func (s *starting) openPorts(context.Context) error {
+	ln, err := listen("relay", s.cfg.RelayAddr, "--relay-addr")
 	if err != nil {
 		return err
 	}
-	relayLn, err := listen("relay", cfg.RelayAddr, "--relay-addr")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			relayLn.Close()
-		}
-	}()
-	consoleLn, err := console.Listen(cfg.ConsoleAddr)
-	if err != nil {
+	s.relayLn = ln
+	s.td.add(func() { ln.Close() }, "") // the relay's Serve closes it too, once it runs
+	if ln, err = console.Listen(s.cfg.ConsoleAddr); err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "in use") {
-			return fail("console port %s is already in use (pass --console-addr 127.0.0.1:PORT)", cfg.ConsoleAddr)
+			return fail("console port %s is already in use (pass --console-addr 127.0.0.1:PORT)", s.cfg.ConsoleAddr)
 		}
 		return fail("%v", err)
 	}
-	defer func() {
-		if err != nil {
-			consoleLn.Close()
-		}
-	}()
+	s.consoleLn = ln
+	s.td.add(func() { ln.Close() }, "")
+	return nil
+}
 
-	created, err := prepareDataDir(cfg.DataDir)
+// openDataDir creates or checks the data dir, takes its lock and loads the identities. A data
+// dir this start created is removed again if the stack never comes up.
+func (s *starting) openDataDir(context.Context) error {
+	dir := s.cfg.DataDir
+	created, err := prepareDataDir(dir)
 	if err != nil {
 		return err
 	}
-	started := false // once the banner is out, the data dir is a real one, whatever happens later
 	if created != "" {
-		defer func() {
-			if err != nil && !started {
+		s.td.add(func() {
+			if !s.td.up {
 				os.RemoveAll(created) // a failed first start leaves no half-made data dir
 			}
-		}()
+		}, "")
 	}
-	lock, err := lockDataDir(cfg.DataDir)
+	lock, err := lockDataDir(dir)
 	if err != nil {
 		return err
 	}
-	defer lock.Unlock()
+	s.td.add(func() { lock.Unlock() }, "")
 	if created != "" {
-		fmt.Fprintf(cfg.Out, "buzz up: first start in %s: creating the owner and agent identities\n", cfg.DataDir)
+		fmt.Fprintf(s.cfg.Out, "buzz up: first start in %s: creating the owner and agent identities\n", dir)
 	} else {
-		fmt.Fprintf(cfg.Out, "buzz up: starting from %s\n", cfg.DataDir)
+		fmt.Fprintf(s.cfg.Out, "buzz up: starting from %s\n", dir)
 	}
-	ids, err := LoadIdentities(cfg.DataDir)
-	if err != nil {
+	s.ids, err = LoadIdentities(dir)
+	s.info.DataDir, s.info.Owner, s.info.Agent = dir, s.ids.Owner, s.ids.Agent
+	return err
+}
+
+// linkCommands links bin/buzz (and bin/buzz-mcp) in the data dir to this executable. The agent
+// runs bin/buzz: a path that stays the same across restarts (even under `go run`, whose
+// executable moves every time), so the harness resumes its sessions, and a directory holding
+// `buzz` to put first on the agent's PATH for its replies.
+func (s *starting) linkCommands(context.Context) error {
+	var err error
+	if s.self, err = linkSelf(s.cfg.DataDir, s.exe); err != nil {
 		return err
 	}
-	// The agent runs bin/buzz in the data dir: a path that stays the same across restarts (even
-	// under `go run`, whose executable moves every time), so the harness resumes its sessions,
-	// and a directory holding `buzz` to put first on the agent's PATH for its replies.
-	self, err := linkSelf(cfg.DataDir, exe)
-	if err != nil {
-		return err
-	}
-	mcpCommand := ""
-	if !cfg.NoMCP {
-		if mcpCommand, err = linkAs(cfg.DataDir, exe, mcpName); err != nil {
+	if !s.cfg.NoMCP {
+		if s.mcpCommand, err = linkAs(s.cfg.DataDir, s.exe, mcpName); err != nil {
 			return err
 		}
 	}
-	cliDir := cfg.BuzzCLIDir
-	if cliDir == "" {
-		cliDir = filepath.Dir(self)
+	if s.cliDir = s.cfg.BuzzCLIDir; s.cliDir == "" {
+		s.cliDir = filepath.Dir(s.self)
 	}
-	agentEnv := cfg.AgentEnv
-	if agentCmd == "" {
-		agentCmd, agentArgs = self, append([]string{"agent"}, agentArgs...)
-		agentEnv = append([]string{"BUZZ_AGENT_STATE_DIR=" + filepath.Join(cfg.DataDir, "agent")}, agentEnv...)
+	if s.agentCmd == "" {
+		s.agentCmd, s.agentArgs = s.self, append([]string{"agent"}, s.agentArgs...)
+		s.agentEnv = append([]string{"BUZZ_AGENT_STATE_DIR=" + filepath.Join(s.cfg.DataDir, "agent")}, s.agentEnv...)
 	}
+	s.info.AgentCommand, s.info.CLI = commandLabel(s.agentCmd, s.agentArgs, s.self), cliCommand()
+	return nil
+}
 
-	logPath := filepath.Join(cfg.DataDir, "buzz.log")
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+// openLog opens buzz.log in the data dir, where every part logs.
+func (s *starting) openLog(context.Context) error {
+	path := filepath.Join(s.cfg.DataDir, "buzz.log")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return fail("data dir %s: cannot write its log: %v", cfg.DataDir, err)
+		return fail("data dir %s: cannot write its log: %v", s.cfg.DataDir, err)
 	}
-	defer logFile.Close()
-	logger := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	s.td.add(func() { f.Close() }, "")
+	s.logger = slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	s.info.LogFile = path
+	return nil
+}
 
-	fmt.Fprintf(cfg.Out, "buzz up: starting the relay on %s\n", relayLn.Addr())
-	rl, err := relay.Open(relay.Config{DataDir: filepath.Join(cfg.DataDir, "relay"), Logger: logger.With("part", "relay")})
+// startRelay opens the relay database and serves it. It outlives ctx: it stops last, after the
+// harness and the console.
+func (s *starting) startRelay(ctx context.Context) error {
+	fmt.Fprintf(s.cfg.Out, "buzz up: starting the relay on %s\n", s.relayLn.Addr())
+	rl, err := relay.Open(relay.Config{DataDir: filepath.Join(s.cfg.DataDir, "relay"), Logger: s.logger.With("part", "relay")})
 	if err != nil {
 		return fail("relay: %v", err)
 	}
-	addr := relayLn.Addr().String()
-	info := Info{
-		RelayURL: "ws://" + addr, HTTPURL: "http://" + addr, DataDir: cfg.DataDir,
-		Owner: ids.Owner, Agent: ids.Agent, AgentCommand: commandLabel(agentCmd, agentArgs, self),
-		LogFile: logPath, CLI: cliCommand(),
-	}
+	addr := s.relayLn.Addr().String()
+	s.info.RelayURL, s.info.HTTPURL = "ws://"+addr, "http://"+addr
+	ln := s.relayLn
+	t := goTask(context.WithoutCancel(ctx), func(ctx context.Context) error { return relay.Serve(ctx, ln, rl) })
+	s.td.add(func() { t.stop() }, "buzz up: stopped the relay; everything is kept in "+s.cfg.DataDir)
+	return nil
+}
 
-	relayCtx, stopRelay := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopRelay()
-	relayDone := make(chan error, 1)
-	go func() { relayDone <- relay.Serve(relayCtx, relayLn, rl) }()
-	stopRelayAndWait := func() { stopRelay(); <-relayDone }
-
-	fmt.Fprintln(cfg.Out, "buzz up: setting up #general and the profiles")
-	bctx, bcancel := context.WithTimeout(ctx, 30*time.Second)
-	boot, err := bootstrap(bctx, info.HTTPURL, cfg.DataDir, ids, cfg.AgentName)
-	bcancel()
+// setUp makes sure the relay has #general and the profiles.
+func (s *starting) setUp(ctx context.Context) error {
+	fmt.Fprintln(s.cfg.Out, "buzz up: setting up #general and the profiles")
+	bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	boot, err := bootstrap(bctx, s.info.HTTPURL, s.cfg.DataDir, s.ids, s.cfg.AgentName)
 	if err != nil {
-		stopRelayAndWait()
 		if ctx.Err() != nil {
-			fmt.Fprintln(cfg.Out, "buzz up: interrupted during setup; relay stopped")
+			s.td.unwind() // now, to say so once the relay has stopped; Run's unwind finds nothing left
+			fmt.Fprintln(s.cfg.Out, "buzz up: interrupted during setup; relay stopped")
 			return ctx.Err()
 		}
 		return fail("setting up the data dir: %v", err)
 	}
-	info.ChannelID, info.AgentName = boot.ChannelID, boot.AgentName
+	s.boot, s.info.ChannelID, s.info.AgentName = boot, boot.ChannelID, boot.AgentName
+	return nil
+}
 
+// startParts builds the harness and the console, records the running stack for --print-env,
+// starts the console and then the harness, and prints the banner: the stack is up.
+func (s *starting) startParts(ctx context.Context) error {
 	bus := observer.NewBus(2000)
-	h, err := harness.New(harness.Config{
-		RelayURL:            info.RelayURL,
-		SecretKey:           ids.Agent.SecretKey,
-		Owner:               ids.Owner.Pubkey,
-		AgentCommand:        agentCmd,
-		AgentArgs:           agentArgs,
-		AgentCwd:            cfg.AgentCwd,
-		AgentEnv:            append(slices.Clip(agentEnv), ownerauth.EnvVar+"="+boot.AuthTag),
-		BuzzCLIDir:          cliDir,
-		SessionTitle:        info.AgentName,
+	h, err := harness.New(s.harnessConfig(bus))
+	if err != nil {
+		return fail("harness: %v", err)
+	}
+	con, err := console.New(console.Config{RelayURL: s.info.HTTPURL, OwnerKey: s.ids.Owner.SecretKey, AgentPubkey: s.ids.Agent.Pubkey, HomeChannel: s.boot.ChannelID, Bus: bus, Logger: s.logger.With("part", "console"),
+		SecretKeys: []string{s.ids.Owner.SecretKey, s.ids.Agent.SecretKey}})
+	if err != nil {
+		return fail("console: %v", err)
+	}
+	s.info.ConsoleURL = con.URL(s.consoleLn.Addr().String())
+	if err := writeRunning(s.cfg.DataDir, s.info); err != nil {
+		return fail("data dir %s: %v", s.cfg.DataDir, err)
+	}
+	s.td.add(func() { os.Remove(filepath.Join(s.cfg.DataDir, runningFile)) }, "")
+	ln := s.consoleLn
+	consoleTask := goTask(context.WithoutCancel(ctx), func(ctx context.Context) error { return console.Serve(ctx, ln, con) })
+	s.td.add(func() { consoleTask.stop() }, "buzz up: stopped the console")
+
+	fmt.Fprintf(s.cfg.Out, "buzz up: starting the agent (%s)\n", s.info.AgentCommand)
+	s.harness = goTask(ctx, h.Run)
+	s.td.add(func() { s.harness.stop() }, "buzz up: stopped the harness and the agent ("+s.info.AgentCommand+")")
+
+	printBanner(s.cfg.Out, s.info)
+	s.td.up = true
+	if s.cfg.Ready != nil {
+		s.cfg.Ready(s.info)
+	}
+	return nil
+}
+
+func (s *starting) harnessConfig(bus *observer.Bus) harness.Config {
+	return harness.Config{
+		RelayURL:            s.info.RelayURL,
+		SecretKey:           s.ids.Agent.SecretKey,
+		Owner:               s.ids.Owner.Pubkey,
+		AgentCommand:        s.agentCmd,
+		AgentArgs:           s.agentArgs,
+		AgentCwd:            s.cfg.AgentCwd,
+		AgentEnv:            append(slices.Clip(s.agentEnv), ownerauth.EnvVar+"="+s.boot.AuthTag),
+		BuzzCLIDir:          s.cliDir,
+		SessionTitle:        s.info.AgentName,
 		BasePrompt:          prompt.DefaultBasePrompt(),
-		SystemPrompt:        cfg.SystemPrompt,
-		TeamInstructions:    cfg.TeamInstructions,
-		SessionPolicy:       cfg.SessionPolicy,
-		PermissionsDeny:     cfg.Permissions == "deny",
-		PermissionsAsk:      cfg.Permissions == "ask",
+		SystemPrompt:        s.cfg.SystemPrompt,
+		TeamInstructions:    s.cfg.TeamInstructions,
+		SessionPolicy:       s.cfg.SessionPolicy,
+		PermissionsDeny:     s.cfg.Permissions == "deny",
+		PermissionsAsk:      s.cfg.Permissions == "ask",
 		Memory:              true,
-		StateDir:            filepath.Join(cfg.DataDir, "harness"),
-		Logger:              logger.With("part", "harness"),
+		StateDir:            filepath.Join(s.cfg.DataDir, "harness"),
+		Logger:              s.logger.With("part", "harness"),
 		Observer:            bus,
 		Version:             "buzz-up",
 		RespondTo:           harness.RespondOwnerOnly,
 		ContextMessageLimit: acpcmd.DefaultContextMessageLimit,
 		// Published at every start, so an older data dir converges too.
 		ChannelAddPolicy: client.AddPolicyOwnerOnly,
-		AuthTag:          boot.AuthTag,
-		MCPCommand:       mcpCommand,
-	})
-	if err != nil {
-		stopRelayAndWait()
-		return fail("harness: %v", err)
+		AuthTag:          s.boot.AuthTag,
+		MCPCommand:       s.mcpCommand,
 	}
+}
 
-	con, err := console.New(console.Config{RelayURL: info.HTTPURL, OwnerKey: ids.Owner.SecretKey, AgentPubkey: ids.Agent.Pubkey, HomeChannel: boot.ChannelID, Bus: bus, Logger: logger.With("part", "console"),
-		SecretKeys: []string{ids.Owner.SecretKey, ids.Agent.SecretKey}})
-	if err != nil {
-		stopRelayAndWait()
-		return fail("console: %v", err)
-	}
-	info.ConsoleURL = con.URL(consoleLn.Addr().String())
-	if err := writeRunning(cfg.DataDir, info); err != nil {
-		stopRelayAndWait()
-		return fail("data dir %s: %v", cfg.DataDir, err)
-	}
-	defer os.Remove(filepath.Join(cfg.DataDir, runningFile))
-	consoleCtx, stopConsole := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopConsole()
-	consoleDone := make(chan error, 1)
-	go func() { consoleDone <- console.Serve(consoleCtx, consoleLn, con) }()
-
-	fmt.Fprintf(cfg.Out, "buzz up: starting the agent (%s)\n", info.AgentCommand)
-	hctx, stopHarness := context.WithCancel(ctx)
-	defer stopHarness()
-	harnessDone := make(chan error, 1)
-	go func() { harnessDone <- h.Run(hctx) }()
-
-	printBanner(cfg.Out, info)
-	started = true
-	if cfg.Ready != nil {
-		cfg.Ready(info)
-	}
-
-	var runErr error
+// serve waits for ctx to end, or for the harness to stop by itself (the owner's !shutdown, or
+// a fatal error), and stops the harness; Run's teardown stops the rest.
+func (s *starting) serve(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
-		fmt.Fprintln(cfg.Out, "\nbuzz up: stopping")
-		stopHarness()
-		runErr = <-harnessDone
-	case runErr = <-harnessDone:
-		// The owner's !shutdown, or a fatal harness error: stop the rest too.
+		fmt.Fprintln(s.cfg.Out, "\nbuzz up: stopping")
+	case <-s.harness.done:
 	}
-	fmt.Fprintf(cfg.Out, "buzz up: stopped the harness and the agent (%s)\n", info.AgentCommand)
-	stopConsole()
-	<-consoleDone
-	fmt.Fprintln(cfg.Out, "buzz up: stopped the console")
-	stopRelayAndWait()
-	fmt.Fprintf(cfg.Out, "buzz up: stopped the relay; everything is kept in %s\n", cfg.DataDir)
-	if runErr != nil {
-		return fail("harness stopped: %v", runErr)
+	if err := s.harness.stop(); err != nil {
+		return fail("harness stopped: %v", err)
 	}
 	return nil
 }
