@@ -291,16 +291,18 @@ func (c *Client) Prompt(ctx context.Context, sessionID string, blocks []ContentB
 		opt.CancelGrace = DefaultCancelGrace
 	}
 	// The call itself is not bound to ctx: cancelling a turn is a protocol exchange, not a
-	// dropped request.
+	// dropped request. A turn given up on stops waiting for it, and returns once it has.
 	callCtx, stop := context.WithCancel(context.Background())
+	var call sync.WaitGroup
+	defer call.Wait()
 	defer stop()
 	start := time.Now()
 	done := make(chan promptOutcome, 1)
-	go func() {
+	call.Go(func() {
 		var out promptOutcome
 		out.err = c.conn.Call(callCtx, "session/prompt", PromptParams{SessionID: sessionID, Prompt: blocks}, &out.res)
 		done <- out
-	}()
+	})
 
 	var idleC, hardC <-chan time.Time
 	var idle *time.Timer

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/buzz-harness/buzz/internal/leakcheck"
 )
 
 func TestInitializeSendsVersion1AndConservativeCapabilities(t *testing.T) {
@@ -447,6 +450,24 @@ func TestPromptCancelTimesOutWhenAgentIgnoresCancel(t *testing.T) {
 			t.Fatalf("gave up after %s, want 1s + 3s grace", el)
 		}
 		<-cancels
+	})
+}
+
+// An agent that answers neither the prompt nor its cancel: Prompt gives up after the grace,
+// and by then has stopped waiting for the call's answer.
+func TestPromptGivenUpOnReturnsOnlyOnceItsCallHasStopped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, ra, done := rawPair(t, ClientConfig{})
+		defer done()
+		go io.Copy(io.Discard, ra.in) // the agent reads everything and answers nothing
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, err := c.Prompt(ctx, "S", nil, PromptOptions{CancelGrace: time.Second}); !errors.Is(err, ErrCancelTimeout) {
+			t.Fatalf("got %v, want ErrCancelTimeout", err)
+		}
+		if left := leakcheck.Running("github.com/buzz-harness/buzz/internal/acp.(*Client).Prompt"); len(left) > 0 {
+			t.Fatalf("Prompt returned while its call still ran:\n%s", strings.Join(left, "\n\n"))
+		}
 	})
 }
 
