@@ -251,8 +251,7 @@ func (o *options) config(stderr io.Writer) (harness.Config, func(), error) {
 		InitTimeout:                   secs(o.initTimeout, 1),
 		IdleTimeout:                   secs(o.idleTimeout, 1),
 		MaxTurnDuration:               secs(o.maxTurnDuration, 60),
-		PermissionsDeny:               o.permissions == "deny",
-		PermissionsAsk:                o.permissions == "ask",
+		Permissions:                   harness.Permissions(o.permissions),
 		PermissionTimeout:             secs(o.permissionTimeout, 1),
 		MaxTurnsPerSession:            o.maxTurnsPerSession,
 		RespondTo:                     harness.RespondTo(o.respondTo),
@@ -290,8 +289,8 @@ func (o *options) config(stderr io.Writer) (harness.Config, func(), error) {
 			return cfg, noop, fmt.Errorf("--mcp-servers %s: %w", o.mcpServers, err)
 		}
 	}
-	if o.permissions != "allow" && o.permissions != "deny" && o.permissions != "ask" {
-		return cfg, noop, fmt.Errorf("--permissions must be allow, deny or ask, got %q", o.permissions)
+	if _, err := harness.ParsePermissions(o.permissions); err != nil {
+		return cfg, noop, err
 	}
 	if o.owner != "" {
 		if cfg.Owner, err = protocol.ParsePubkey(o.owner); err != nil {

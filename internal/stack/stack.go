@@ -121,10 +121,8 @@ func (c *Config) defaults() error {
 	if c.AgentName == "" {
 		c.AgentName = DefaultAgentName
 	}
-	switch c.Permissions {
-	case "", "allow", "deny", "ask":
-	default:
-		return fail("--permissions %q: want allow, deny or ask", c.Permissions)
+	if _, perr := harness.ParsePermissions(c.Permissions); perr != nil {
+		return fail("%v", perr)
 	}
 	if c.AgentCwd == "" {
 		if c.AgentCwd, err = os.Getwd(); err != nil {
@@ -281,8 +279,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		SystemPrompt:        cfg.SystemPrompt,
 		TeamInstructions:    cfg.TeamInstructions,
 		SessionPolicy:       cfg.SessionPolicy,
-		PermissionsDeny:     cfg.Permissions == "deny",
-		PermissionsAsk:      cfg.Permissions == "ask",
+		Permissions:         harness.Permissions(cfg.Permissions),
 		Memory:              true,
 		StateDir:            filepath.Join(cfg.DataDir, "harness"),
 		Logger:              logger.With("part", "harness"),
