@@ -153,6 +153,13 @@ func (p *Process) waitExit(d time.Duration) bool {
 	}
 }
 
+// Abort SIGKILLs the whole process group and closes the connection, without waiting for the agent
+// to be reaped (Exited is closed once it is): for callers that must not block, the harness loop.
+func (p *Process) Abort() {
+	p.signalGroup(syscall.SIGKILL)
+	_ = p.Client.Close()
+}
+
 // Kill SIGKILLs the whole process group and reaps the agent.
 func (p *Process) Kill() error {
 	p.signalGroup(syscall.SIGKILL)

@@ -209,8 +209,7 @@ func (o *options) harnessConfig(sk string, logger *slog.Logger) harness.Config {
 		InitTimeout:                   secs(o.initTimeout, 1),
 		IdleTimeout:                   secs(o.idleTimeout, 1),
 		MaxTurnDuration:               secs(o.maxTurnDuration, 60),
-		PermissionsDeny:               o.permissions == "deny",
-		PermissionsAsk:                o.permissions == "ask",
+		Permissions:                   harness.Permissions(o.permissions),
 		PermissionTimeout:             secs(o.permissionTimeout, 1),
 		MaxTurnsPerSession:            o.maxTurnsPerSession,
 		RespondTo:                     harness.RespondTo(o.respondTo),
@@ -249,8 +248,8 @@ func (o *options) agentSettings(cfg *harness.Config) error {
 			return fmt.Errorf("--permission-mode: %w", err)
 		}
 	}
-	if o.permissions != "allow" && o.permissions != "deny" && o.permissions != "ask" {
-		return fmt.Errorf("--permissions must be allow, deny or ask, got %q", o.permissions)
+	if _, err := harness.ParsePermissions(o.permissions); err != nil {
+		return err
 	}
 	return nil
 }

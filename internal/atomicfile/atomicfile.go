@@ -33,44 +33,16 @@ func BeforeRename(fn func(tmpPath string) error) Option {
 func TempPrefix(path string) string { return filepath.Base(path) + ".tmp-" }
 
 // WriteFile atomically replaces path with data, created with mode perm.
-func WriteFile(path string, data []byte, perm os.FileMode, opts ...Option) (err error) {
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, TempPrefix(path)+"*")
+func WriteFile(path string, data []byte, perm os.FileMode, opts ...Option) error {
+	tmp, err := WriteTemp(path, data, perm, opts...)
 	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			_ = f.Close()
-			_ = os.Remove(tmp)
-		}
-	}()
-	if err = f.Chmod(perm); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if _, err = f.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("write %s: sync: %w", path, err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("write %s: close: %w", path, err)
-	}
-	if o.beforeRename != nil {
-		if err = o.beforeRename(tmp); err != nil {
-			return fmt.Errorf("write %s: %w", path, err)
-		}
+		return err
 	}
 	if err = os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err = SyncDir(dir); err != nil {
+	if err = SyncDir(filepath.Dir(path)); err != nil {
 		// The data is in place; only durability of the rename is in doubt. Report it anyway so
 		// callers that promise durability (the journal) do not acknowledge.
 		return fmt.Errorf("write %s: %w", path, err)
@@ -78,7 +50,47 @@ func WriteFile(path string, data []byte, perm os.FileMode, opts ...Option) (err 
 	return nil
 }
 
-// SyncDir fsyncs a directory so entries created or renamed in it are durable.
+// WriteTemp is WriteFile's first half: data in a fresh temp file beside path, fsynced and
+// closed, ready to be renamed over path (then SyncDir the directory). The caller removes it if it
+// does not rename it. Owners that must append to the file between the two halves (the journal's
+// background compaction) use it directly.
+func WriteTemp(path string, data []byte, perm os.FileMode, opts ...Option) (tmp string, err error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), TempPrefix(path)+"*")
+	if err != nil {
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	tmp = f.Name()
+	defer func() {
+		if err != nil {
+			_ = f.Close()
+			_ = os.Remove(tmp)
+			tmp = ""
+		}
+	}()
+	if err = f.Chmod(perm); err != nil {
+		return tmp, fmt.Errorf("write %s: %w", path, err)
+	}
+	if _, err = f.Write(data); err != nil {
+		return tmp, fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = f.Sync(); err != nil {
+		return tmp, fmt.Errorf("write %s: sync: %w", path, err)
+	}
+	if err = f.Close(); err != nil {
+		return tmp, fmt.Errorf("write %s: close: %w", path, err)
+	}
+	if o.beforeRename != nil {
+		if err = o.beforeRename(tmp); err != nil {
+			return tmp, fmt.Errorf("write %s: %w", path, err)
+		}
+	}
+	return tmp, nil
+}
+
 func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/buzz-harness/buzz/internal/client"
+	"github.com/buzz-harness/buzz/internal/clock"
 	"github.com/buzz-harness/buzz/internal/protocol"
 )
 
@@ -20,14 +21,15 @@ import (
 //     replayed event asks the relay for our own 👀 on it first and adopts it instead of adding a
 //     second one (one query per replayed event, at startup only).
 //   - Typing (kind 20002, over the WebSocket: the bridge refuses ephemeral kinds) for every
-//     running turn: one at turn start, then every typingEvery. No "stopped" event exists;
-//     clients expire typing on their own.
+//     running turn: one at turn start, then every typingEvery (the loop's tick sends them, from
+//     the running turns it owns). No "stopped" event exists; clients expire typing on their own.
 //   - Presence (kind 20001, WebSocket): "online" once connected and every presenceEvery,
 //     "offline" at shutdown (best effort).
 //
-// The loop calls the hooks (queued, replayed, turnStarted, turnEnded, finished); they never
-// block: publishes run on goroutines joined by the harness's WaitGroup, bounded by a semaphore,
-// each with a short timeout. A publish that fails is logged and forgotten.
+// The loop calls the hooks (queued, replayed, typing, finished); they never block: reaction
+// publishes go to a fixed set of workers through a bounded queue, typing publishes run on
+// goroutines joined by the harness's WaitGroup (at most maxTypingInFlight), each with a short
+// timeout. A publish that fails is logged and forgotten.
 
 const (
 	ackEmoji          = "👀"
@@ -37,8 +39,9 @@ const (
 	typingTimeout     = 2 * time.Second
 	presenceTimeout   = 5 * time.Second
 	offlineTimeout    = 2 * time.Second
-	maxAckPublishes   = 10 // reaction adds/removes in flight at once
-	maxTypingInFlight = 4  // typing publishes in flight; a tick finding none free is skipped
+	maxAckPublishes   = 10   // reaction adds/removes in flight at once (the workers)
+	maxAckQueued      = 4096 // reaction work waiting for a worker; past it, dropped with a warning
+	maxTypingInFlight = 4    // typing publishes in flight; a tick finding none free is skipped
 )
 
 // wsPublisher publishes over the WebSocket (client.Live).
@@ -55,20 +58,20 @@ type bridgeClient interface {
 // acker is the acknowledgement part. Its hooks are called from the harness loop; its state is
 // shared with the publish goroutines under mu.
 type acker struct {
-	reactions, typing, presence bool
-	self                        string
-	bridge                      bridgeClient
-	log                         *slog.Logger
-	tasks                       *sync.WaitGroup
+	reactions, typingOn, presence bool
+	self                          string
+	bridge                        bridgeClient
+	log                           *slog.Logger
+	tasks                         *sync.WaitGroup
 
-	ctx  context.Context // the run's; set by start
-	ws   wsPublisher
-	sem  chan struct{}
-	tsem chan struct{}
+	ctx   context.Context // the run's; set by start
+	clock clock.Clock
+	ws    wsPublisher
+	work  chan func(ctx context.Context) // reaction publishes, for the workers
+	tsem  chan struct{}
 
-	mu      sync.Mutex
-	seen    map[string]*ackReaction // target event id → our 👀 on it
-	working map[scopeKey]nostr.Tags // conversations with a running turn → typing tags
+	mu   sync.Mutex
+	seen map[string]*ackReaction // target event id → our 👀 on it
 }
 
 // ackReaction is our 👀 on one event: id is empty while the add is still in flight; drop asks
@@ -81,23 +84,39 @@ type ackReaction struct {
 
 func newAcker(cfg *Config, self string, bridge bridgeClient, log *slog.Logger, tasks *sync.WaitGroup) *acker {
 	return &acker{
-		reactions: !cfg.NoReactions, typing: !cfg.NoTyping, presence: !cfg.NoPresence,
+		reactions: !cfg.NoReactions, typingOn: !cfg.NoTyping, presence: !cfg.NoPresence,
 		self: self, bridge: bridge, log: log, tasks: tasks,
-		sem:     make(chan struct{}, maxAckPublishes),
-		tsem:    make(chan struct{}, maxTypingInFlight),
-		seen:    map[string]*ackReaction{},
-		working: map[scopeKey]nostr.Tags{},
+		work: make(chan func(context.Context), maxAckQueued),
+		tsem: make(chan struct{}, maxTypingInFlight),
+		seen: map[string]*ackReaction{},
 	}
 }
 
-// start binds the run's context and WebSocket and starts the typing and presence loops.
-func (a *acker) start(ctx context.Context, ws wsPublisher) {
-	a.ctx, a.ws = ctx, ws
-	if a.typing {
-		a.tasks.Go(a.typingLoop)
+// start binds the run's context, clock and WebSocket, and starts the reaction workers and the
+// presence loop, which end with ctx.
+func (a *acker) start(ctx context.Context, ws wsPublisher, c clock.Clock) {
+	a.ctx, a.ws, a.clock = ctx, ws, c
+	if a.reactions {
+		for range maxAckPublishes {
+			a.tasks.Go(a.worker)
+		}
 	}
 	if a.presence {
 		a.tasks.Go(a.presenceLoop)
+	}
+}
+
+// worker runs reaction publishes until the run ends; work still queued then is dropped.
+func (a *acker) worker() {
+	for {
+		select {
+		case <-a.ctx.Done():
+			return
+		case f := <-a.work:
+			ctx, cancel := context.WithTimeout(a.ctx, reactTimeout)
+			f(ctx)
+			cancel()
+		}
 	}
 }
 
@@ -126,7 +145,7 @@ func (a *acker) react(chID, target string, adopt bool) {
 			id = a.existing(ctx, target)
 		}
 		if id == "" {
-			ev := &nostr.Event{Kind: protocol.KindReaction, Content: ackEmoji, CreatedAt: nostr.Now(),
+			ev := &nostr.Event{Kind: protocol.KindReaction, Content: ackEmoji, CreatedAt: timestamp(a.clock),
 				Tags: nostr.Tags{{"e", target}, {"h", chID}}}
 			if a.publish(ctx, ev) {
 				id = ev.ID
@@ -185,48 +204,21 @@ func (a *acker) finished(ids ...string) {
 	}
 }
 
-// turnStarted marks a conversation as working and sends its first typing event now. The tags
-// follow the batch's last event: h, plus its thread's root and parent when it is a reply.
-func (a *acker) turnStarted(k scopeKey, chID string, last *nostr.Event) {
-	if !a.typing || a.ctx == nil {
-		return
-	}
+// typingTags are a conversation's typing tags, following the batch's last event: h, plus its
+// thread's root and parent when it is a reply.
+func typingTags(chID string, last *nostr.Event) nostr.Tags {
 	tags := nostr.Tags{{"h", chID}}
 	if ref := protocol.ParseThread(last.Tags); ref.IsReply() {
 		tags = append(tags, protocol.ReplyTags(ref.Root, ref.Parent)...)
 	}
-	a.mu.Lock()
-	a.working[k] = tags
-	a.mu.Unlock()
-	a.sendTyping(tags)
+	return tags
 }
 
-// turnEnded stops a conversation's typing and removes 👀 from its batch.
-func (a *acker) turnEnded(k scopeKey, ids []string) {
-	a.mu.Lock()
-	delete(a.working, k)
-	a.mu.Unlock()
-	a.finished(ids...)
-}
-
-func (a *acker) typingLoop() {
-	t := time.NewTicker(typingEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-a.ctx.Done():
-			return
-		case <-t.C:
-		}
-		a.mu.Lock()
-		all := make([]nostr.Tags, 0, len(a.working))
-		for _, tags := range a.working {
-			all = append(all, tags)
-		}
-		a.mu.Unlock()
-		for _, tags := range all {
-			a.sendTyping(tags)
-		}
+// typing sends one typing event for a running turn (the loop calls it at turn start and every
+// typingEvery).
+func (a *acker) typing(tags nostr.Tags) {
+	if a.typingOn && a.ctx != nil {
+		a.sendTyping(tags)
 	}
 }
 
@@ -241,7 +233,7 @@ func (a *acker) sendTyping(tags nostr.Tags) {
 		defer func() { <-a.tsem }()
 		ctx, cancel := context.WithTimeout(a.ctx, typingTimeout)
 		defer cancel()
-		ev := &nostr.Event{Kind: protocol.KindTyping, Content: "", CreatedAt: nostr.Now(), Tags: tags}
+		ev := &nostr.Event{Kind: protocol.KindTyping, Content: "", CreatedAt: timestamp(a.clock), Tags: tags}
 		if err := a.ws.Publish(ctx, ev); err != nil && a.ctx.Err() == nil {
 			a.log.Debug("typing publish failed", "err", err)
 		}
@@ -250,13 +242,13 @@ func (a *acker) sendTyping(tags nostr.Tags) {
 
 func (a *acker) presenceLoop() {
 	a.sendPresence(a.ctx, "online", presenceTimeout) // waits for the connection
-	t := time.NewTicker(presenceEvery)
+	t := a.clock.NewTicker(presenceEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-a.ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 			a.sendPresence(a.ctx, "online", presenceTimeout)
 		}
 	}
@@ -274,25 +266,20 @@ func (a *acker) offline(ctx context.Context) {
 func (a *acker) sendPresence(ctx context.Context, status string, timeout time.Duration) {
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	ev := &nostr.Event{Kind: protocol.KindPresence, Content: status, CreatedAt: nostr.Now(), Tags: nostr.Tags{}}
+	ev := &nostr.Event{Kind: protocol.KindPresence, Content: status, CreatedAt: timestamp(a.clock), Tags: nostr.Tags{}}
 	if err := a.ws.Publish(pctx, ev); err != nil && ctx.Err() == nil {
 		a.log.Debug("presence publish failed", "status", status, "err", err)
 	}
 }
 
-// async runs f on a harness goroutine once a publish slot is free (the loop never waits for one).
+// async hands f to the reaction workers without waiting (the loop calls it): with the queue
+// full, the acknowledgement is dropped, which costs a 👀, never a mention.
 func (a *acker) async(f func(ctx context.Context)) {
-	a.tasks.Go(func() {
-		select {
-		case a.sem <- struct{}{}:
-		case <-a.ctx.Done():
-			return
-		}
-		defer func() { <-a.sem }()
-		ctx, cancel := context.WithTimeout(a.ctx, reactTimeout)
-		defer cancel()
-		f(ctx)
-	})
+	select {
+	case a.work <- f:
+	default:
+		a.log.Warn("acknowledgement queue full; dropping one reaction publish")
+	}
 }
 
 // publish sends ev over the bridge and reports whether the relay took it.
@@ -313,6 +300,6 @@ func (a *acker) publish(ctx context.Context, ev *nostr.Event) bool {
 
 // unpublish deletes our reaction id (NIP-09), in its channel.
 func (a *acker) unpublish(ctx context.Context, chID, id string) {
-	a.publish(ctx, &nostr.Event{Kind: protocol.KindDeletion, CreatedAt: nostr.Now(),
+	a.publish(ctx, &nostr.Event{Kind: protocol.KindDeletion, CreatedAt: timestamp(a.clock),
 		Tags: nostr.Tags{{"e", id}, {"h", chID}}})
 }

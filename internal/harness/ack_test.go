@@ -11,6 +11,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/buzz-harness/buzz/internal/client"
+	"github.com/buzz-harness/buzz/internal/clock"
 	"github.com/buzz-harness/buzz/internal/protocol"
 )
 
@@ -73,7 +74,7 @@ func startAcker(t *testing.T, cfg Config, f *fakeRelay) (*acker, *sync.WaitGroup
 	var wg sync.WaitGroup
 	a := newAcker(&cfg, "self", f, slog.New(slog.DiscardHandler), &wg)
 	ctx, cancel := context.WithCancel(t.Context())
-	a.start(ctx, fakeSocket{f})
+	a.start(ctx, fakeSocket{f}, clock.Real())
 	return a, &wg, cancel
 }
 
@@ -87,7 +88,7 @@ func TestAckEyesAddedWhileTheTurnEndsAreRemovedOnceTheyLand(t *testing.T) {
 		f := &fakeRelay{hold: true, release: make(chan struct{})}
 		a, wg, cancel := startAcker(t, Config{NoTyping: true, NoPresence: true}, f)
 		a.queued(ackCh, &nostr.Event{ID: target})
-		a.turnEnded(channelScope(ackCh), []string{target}) // the add is still waiting
+		a.finished(target) // the turn ended while the add is still waiting
 		synctest.Wait()
 		if n := len(f.kinds(false, protocol.KindDeletion)); n != 0 {
 			t.Fatalf("%d deletions before the reaction existed", n)
@@ -127,19 +128,30 @@ func TestAckReplayedEventAdoptsItsEyesFromAnEarlierRun(t *testing.T) {
 	})
 }
 
+// The loop ticks once a second; a running turn's conversation types at its start and then every
+// typingEvery, and stops once its turn is gone.
 func TestAckTypingEveryThreeSecondsWhileTheTurnRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeRelay{}
 		a, wg, cancel := startAcker(t, Config{NoReactions: true, NoPresence: true}, f)
-		k := channelScope(ackCh)
+		h := &Harness{ack: a, convs: newConversations(time.Now, func() float64 { return 1 })}
+		k := protocol.ChannelConversation(ackCh)
 		last := &nostr.Event{ID: target, Tags: nostr.Tags{{"e", "cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc", "", "root"}, {"e", target[:63] + "b", "", "reply"}}}
-		a.turnStarted(k, ackCh, last)
+		tr := &turn{typing: typingTags(ackCh, last), typedAt: time.Now()}
+		h.convs.update(k, func(c *conversation) { c.turn = tr })
+		a.typing(tr.typing) // as startTurn does
 		synctest.Wait()
 		if n := len(f.kinds(true, protocol.KindTyping)); n != 1 {
 			t.Fatalf("%d typing events at turn start, want 1", n)
 		}
-		time.Sleep(9 * time.Second)
-		synctest.Wait()
+		tickFor := func(d time.Duration) {
+			for range int(d / time.Second) {
+				time.Sleep(time.Second)
+				h.keepTyping(time.Now())
+			}
+			synctest.Wait()
+		}
+		tickFor(9 * time.Second)
 		typ := f.kinds(true, protocol.KindTyping)
 		if len(typ) != 4 {
 			t.Fatalf("%d typing events after 9 s, want 4 (0, 3, 6, 9 s)", len(typ))
@@ -147,9 +159,8 @@ func TestAckTypingEveryThreeSecondsWhileTheTurnRuns(t *testing.T) {
 		if tg := typ[0].Tags; len(tg) != 3 || tg[0][1] != ackCh || tg[1][3] != "root" || tg[2][3] != "reply" || typ[0].Content != "" {
 			t.Fatalf("typing tags %v content %q", tg, typ[0].Content)
 		}
-		a.turnEnded(k, nil)
-		time.Sleep(30 * time.Second)
-		synctest.Wait()
+		h.convs.update(k, func(c *conversation) { c.turn = nil }) // the turn ended
+		tickFor(30 * time.Second)
 		if n := len(f.kinds(true, protocol.KindTyping)); n != 4 {
 			t.Fatalf("%d typing events after the turn ended, want still 4", n)
 		}
@@ -186,9 +197,9 @@ func TestAckNothingWhenTurnedOff(t *testing.T) {
 		f := &fakeRelay{}
 		a, wg, cancel := startAcker(t, Config{NoReactions: true, NoTyping: true, NoPresence: true}, f)
 		a.queued(ackCh, &nostr.Event{ID: target})
-		a.turnStarted(channelScope(ackCh), ackCh, &nostr.Event{ID: target})
+		a.typing(typingTags(ackCh, &nostr.Event{ID: target}))
 		time.Sleep(2 * time.Minute)
-		a.turnEnded(channelScope(ackCh), []string{target})
+		a.finished(target)
 		cancel()
 		wg.Wait()
 		a.offline(context.Background())

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/buzz-harness/buzz/internal/acp"
@@ -203,40 +202,24 @@ func object(raw json.RawMessage) map[string]json.RawMessage {
 	return m
 }
 
-// ownerSettings are the values an owner chose for a conversation with !model / !mode; they
-// replace the flags' values for that conversation's sessions from then on. Turn goroutines read
-// them, the loop writes them.
-type ownerSettings struct {
-	mu      sync.Mutex
-	byScope map[scopeKey]agentSettings
-}
-
-func (s *ownerSettings) set(k scopeKey, setting, value string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.byScope == nil {
-		s.byScope = map[scopeKey]agentSettings{}
-	}
-	v := s.byScope[k]
+// set records an owner's choice of one setting (!model / !mode).
+func (s *agentSettings) set(setting, value string) {
 	switch setting {
 	case settingModel:
-		v.Model = value
+		s.Model = value
 	case settingMode:
-		v.Mode = value
+		s.Mode = value
 	}
-	s.byScope[k] = v
 }
 
-// wanted is what a conversation's session is to be set to: the flags, overridden by the owner.
-func (s *ownerSettings) wanted(base agentSettings, k scopeKey) agentSettings {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	o := s.byScope[k]
-	if o.Model != "" {
-		base.Model = o.Model
+// over is what a conversation's session is to be set to: base (the flags), overridden by the
+// owner's choices in s.
+func (s agentSettings) over(base agentSettings) agentSettings {
+	if s.Model != "" {
+		base.Model = s.Model
 	}
-	if o.Mode != "" {
-		base.Mode = o.Mode
+	if s.Mode != "" {
+		base.Mode = s.Mode
 	}
 	return base
 }
@@ -247,8 +230,7 @@ func (c *Config) settings() agentSettings {
 }
 
 // applyOnOpen applies a freshly opened session's settings and logs what could not be applied.
-func (o *sessionOpener) applyOnOpen(ctx context.Context, agent caller, k scopeKey, sess *chanSession) error {
-	want := o.owner.wanted(o.cfg.settings(), k)
+func (o *sessionOpener) applyOnOpen(ctx context.Context, agent caller, want agentSettings, sess *convSession) error {
 	if want == (agentSettings{}) {
 		return nil
 	}

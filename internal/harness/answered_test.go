@@ -51,29 +51,38 @@ func TestReplyToTheThreadRootInTheSameSecondAnswersWhenNoEarlierTurnEndedInIt(t 
 }
 
 func TestOwnSecondNeedsNoTurnEndInThatSecondAndAProcessRunningBeforeIt(t *testing.T) {
-	k, other := scopeKey{Channel: "a"}, scopeKey{Channel: "b"}
+	k, other := convKey{Channel: "a"}, convKey{Channel: "b"}
 	start := time.Unix(1_700_000_010, 500_000_000)
+	now := start
+	convs := newConversations(func() time.Time { return now }, func() float64 { return 1 })
+	lastEnd := func(k convKey) time.Time {
+		if c := convs.get(k); c != nil {
+			return c.lastEnd
+		}
+		return time.Time{}
+	}
 	var e turnEnds
-	if e.ownSecond(k, start) {
+	if e.ownSecond(lastEnd(k), start) {
 		t.Fatal("own second before the process started taking turns")
 	}
 	e.since = time.Unix(1_700_000_010, 100_000_000)
-	if e.ownSecond(k, start) {
+	if e.ownSecond(lastEnd(k), start) {
 		t.Fatal("own second in the process's first second: an earlier process's turn may have ended in it")
 	}
 	e.since = time.Unix(1_700_000_009, 0)
-	if !e.ownSecond(k, start) {
+	if !e.ownSecond(lastEnd(k), start) {
 		t.Fatal("no turn ended in the second, yet it is not the batch's own")
 	}
-	e.ended(k, time.Unix(1_700_000_010, 200_000_000))
-	if e.ownSecond(k, start) {
+	convs.update(k, func(c *conversation) { c.lastEnd = time.Unix(1_700_000_010, 200_000_000) })
+	if e.ownSecond(lastEnd(k), start) {
 		t.Fatal("a turn of the conversation ended in the same second, yet it counts as the batch's own")
 	}
-	if !e.ownSecond(other, start) {
+	if !e.ownSecond(lastEnd(other), start) {
 		t.Fatal("another conversation's turn end took the second away")
 	}
-	e.ended(other, time.Unix(1_700_000_013, 0))
-	if _, kept := e.at[k]; kept {
-		t.Fatal("a turn end older than two seconds was kept")
+	now = time.Unix(1_700_000_013, 0)
+	convs.each(func(*conversation) {})
+	if convs.get(k) != nil {
+		t.Fatal("a conversation whose only state is a turn end older than two seconds was kept")
 	}
 }

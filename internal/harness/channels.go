@@ -11,6 +11,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/buzz-harness/buzz/internal/client"
+	"github.com/buzz-harness/buzz/internal/clock"
 	"github.com/buzz-harness/buzz/internal/observer"
 	"github.com/buzz-harness/buzz/internal/protocol"
 )
@@ -26,6 +27,28 @@ type channel struct {
 	// OwnerShared: the owner is a member too. Such channels are never the ones left out.
 	OwnerShared bool
 }
+
+// channelTable is what the harness knows of channels: those it listens to, those it left while
+// a turn of theirs ran, their group subscriptions and the membership lookups under way. Only the
+// loop touches it.
+type channelTable struct {
+	byID    map[string]*channel // subscribed channels
+	removed map[string]bool     // channels we were removed from while a turn ran
+	subs    subGroups           // the channels' group subscriptions
+	lookups memberLookups       // membership lookups running off the loop
+}
+
+func newChannelTable() channelTable {
+	return channelTable{
+		byID:    map[string]*channel{},
+		removed: map[string]bool{},
+		subs:    newSubGroups(),
+		lookups: memberLookups{started: map[string]int{}, done: make(chan membershipCheck, 16)},
+	}
+}
+
+// gone reports whether the agent is no longer in a channel (left it, or never was).
+func (t *channelTable) gone(id string) bool { return t.removed[id] || t.byID[id] == nil }
 
 // errLeft stops a running turn of a channel the agent left.
 var errLeft = errors.New("agent left the channel")
@@ -46,14 +69,14 @@ func (h *Harness) discover(ctx context.Context, since time.Time) error {
 				h.subscribe(c, since)
 			}
 			h.flushSubs()
-			h.log.Info("channels discovered", "channels", len(keep), "subscriptions", h.subs.count())
+			h.log.Info("channels discovered", "channels", len(keep), "subscriptions", h.chans.subs.count())
 			return nil
 		}
 		h.log.Warn("channel discovery failed; retrying", "err", err, "in", delay)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(delay):
+		case <-clock.After(h.clock, delay):
 		}
 	}
 	return fmt.Errorf("discover channels: %w", err)
@@ -85,10 +108,10 @@ func channelFromMeta(m protocol.ChannelMeta) *channel {
 // subscribe starts listening on a channel from since (flushSubs sends the REQ). At the channel
 // cap only a channel the owner shares gets in, in place of one the owner does not share.
 func (h *Harness) subscribe(c *channel, since time.Time) {
-	if h.channels[c.ID] == nil && len(h.channels) >= maxChannels {
+	if h.chans.byID[c.ID] == nil && len(h.chans.byID) >= maxChannels {
 		victim := ""
 		if c.OwnerShared {
-			for id, other := range h.channels {
+			for id, other := range h.chans.byID {
 				if !other.OwnerShared && (victim == "" || id < victim) {
 					victim = id
 				}
@@ -100,9 +123,9 @@ func (h *Harness) subscribe(c *channel, since time.Time) {
 		}
 		h.leave(victim, "channel cap: a channel the owner shares takes its place")
 	}
-	h.channels[c.ID] = c
-	delete(h.removed, c.ID)
-	h.subs.add(c.ID, since, c.OwnerShared)
+	h.chans.byID[c.ID] = c
+	delete(h.chans.removed, c.ID)
+	h.chans.subs.add(c.ID, since, c.OwnerShared)
 	h.log.Info("subscribed", "channel", c.ID, "name", c.Name, "type", c.Type)
 }
 
@@ -119,30 +142,29 @@ func (h *Harness) channelFilter(ids []string) nostr.Filter {
 }
 
 // flushSubs sends the REQs of the channel groups that changed.
-func (h *Harness) flushSubs() { h.subs.flush(h.live, h.channelFilter) }
+func (h *Harness) flushSubs() { h.chans.subs.flush(h.live, h.channelFilter) }
 
 // leave stops listening on a channel and forgets everything about it: queued events, the
-// remembered session, live sessions (a running turn's session is dropped when it returns).
+// remembered sessions, live sessions (a running turn's session is dropped when it returns).
 func (h *Harness) leave(id, why string) {
-	if _, ok := h.channels[id]; !ok {
+	if _, ok := h.chans.byID[id]; !ok {
 		return
 	}
-	h.subs.remove(id)
-	delete(h.channels, id)
-	h.removed[id] = true
-	dropped := h.queue.Drain(id)
+	h.chans.subs.remove(id)
+	delete(h.chans.byID, id)
+	h.chans.removed[id] = true
+	dropped := h.convs.Drain(id)
 	for _, ev := range dropped {
 		h.done(ev.ID)
 	}
-	if err := h.store.RemoveIf(func(key string) bool { return key == id || strings.HasPrefix(key, id+":") }); err != nil {
-		h.log.Warn("session store", "err", err)
-	}
-	h.pool.dropChannel(id)
-	for k, stop := range h.inflight {
-		if k.channelID() == id {
-			stop(errLeft)
+	h.store.RemoveChannel(id)
+	h.convs.inChannel(id, func(c *conversation) {
+		c.dropSessions()
+		c.settings, c.fresh, c.resumeRetried = agentSettings{}, false, false
+		if c.turn != nil {
+			c.turn.cancel(errLeft)
 		}
-	}
+	})
 	h.log.Info("left channel", "channel", id, "why", why, "dropped_events", len(dropped))
 }
 
@@ -173,18 +195,18 @@ func (h *Harness) handleIncoming(ctx context.Context, in client.Incoming) {
 // at once without its non-open channels, which come back one by one once a membership lookup
 // confirms them, from where the subscription would have resumed; the others are left.
 func (h *Harness) groupRestricted(ctx context.Context, n int, reason string, resume *nostr.Timestamp) {
-	ids := h.subs.members(n)
+	ids := h.chans.subs.members(n)
 	if len(ids) == 0 {
 		return
 	}
-	since := h.subs.groups[n].sent
+	since := h.chans.subs.groups[n].sent
 	if resume != nil {
 		since = resume.Time()
 	}
-	h.subs.closed(n, since)
+	h.chans.subs.closed(n, since)
 	var check []string
 	for _, id := range ids {
-		if c := h.channels[id]; c == nil || c.Type != protocol.TypeStream {
+		if c := h.chans.byID[id]; c == nil || c.Type != protocol.TypeStream {
 			check = append(check, id)
 		}
 	}
@@ -195,7 +217,7 @@ func (h *Harness) groupRestricted(ctx context.Context, n int, reason string, res
 	// A failed lookup keeps the channel: were it the one taken away, the relay refuses the
 	// group again and we look again, whereas leaving would drop channels we are still in.
 	for _, id := range check {
-		h.subs.remove(id)
+		h.chans.subs.remove(id)
 		h.lookup(ctx, id, since, true)
 	}
 }
@@ -219,12 +241,12 @@ func (h *Harness) handleMembership(ctx context.Context, ev *nostr.Event) {
 // applied. since is where the channel's events start if it is (re)subscribed; assume is what
 // to believe when the lookup fails.
 func (h *Harness) lookup(ctx context.Context, id string, since time.Time, assume bool) {
-	h.lookups.started[id]++
-	m := membershipCheck{id: id, seq: h.lookups.started[id], since: since, assume: assume}
+	h.chans.lookups.started[id]++
+	m := membershipCheck{id: id, seq: h.chans.lookups.started[id], since: since, assume: assume}
 	h.tasks.Go(func() {
 		m.info, m.err = h.relay.membership(ctx, id)
 		select {
-		case h.lookups.done <- m:
+		case h.chans.lookups.done <- m:
 		case <-ctx.Done():
 		}
 	})
@@ -249,7 +271,7 @@ type membershipCheck struct {
 
 // applyMembership subscribes to or leaves a channel after a membership lookup.
 func (h *Harness) applyMembership(m membershipCheck) {
-	if m.seq != h.lookups.started[m.id] {
+	if m.seq != h.chans.lookups.started[m.id] {
 		return // a newer lookup is on its way
 	}
 	member := m.info.member
@@ -258,8 +280,8 @@ func (h *Harness) applyMembership(m membershipCheck) {
 		member = m.assume
 	}
 	switch {
-	case member && !h.subs.has(m.id):
-		c := h.channels[m.id]
+	case member && !h.chans.subs.has(m.id):
+		c := h.chans.byID[m.id]
 		if c == nil {
 			c = &channel{ID: m.id, Name: "unknown", Type: "unknown"}
 			if m.info.meta != nil {
@@ -273,7 +295,7 @@ func (h *Harness) applyMembership(m membershipCheck) {
 			c.OwnerShared = m.info.ownerIn
 		}
 		h.subscribe(c, m.since)
-	case !member && h.channels[m.id] != nil:
+	case !member && h.chans.byID[m.id] != nil:
 		h.leave(m.id, "removed from channel")
 	}
 }

@@ -9,10 +9,13 @@ import (
 	"time"
 
 	"github.com/buzz-harness/buzz/internal/acp"
+	"github.com/buzz-harness/buzz/internal/atomicfile"
 	"github.com/buzz-harness/buzz/internal/client"
+	"github.com/buzz-harness/buzz/internal/clock"
 	"github.com/buzz-harness/buzz/internal/mcpconfig"
 	"github.com/buzz-harness/buzz/internal/observer"
 	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/protocol/ownerauth"
 )
 
 // DefaultKinds are the event kinds a channel subscription asks for: stream messages, workflow
@@ -44,10 +47,10 @@ type Config struct {
 	IdleTimeout     time.Duration
 	MaxTurnDuration time.Duration
 	CancelGrace     time.Duration
-	PermissionsDeny bool
-	// PermissionsAsk asks the owner in the thread (permask.go), waiting PermissionTimeout
-	// (default 10 min) before picking the reject option.
-	PermissionsAsk    bool
+	// Permissions answers the agent's permission requests ("" = allow). With ask, the owner is
+	// asked in the thread (permask.go), PermissionTimeout (default 10 min) before the reject
+	// option is picked.
+	Permissions       Permissions
 	PermissionTimeout time.Duration
 	// Agent settings applied to every session once opened ("" = the agent's own): a model id,
 	// a permission mode (any spelling PermissionModeWire takes) and an effort level.
@@ -101,9 +104,36 @@ type Config struct {
 	Logger   *slog.Logger
 	Observer *observer.Bus
 	Version  string
+	// Clock is the time everything waits on and every signed event is dated by (nil: the real
+	// clock). Tests run hours of heartbeats and timeouts in milliseconds with a clock.Fake.
+	Clock clock.Clock
 
 	// Backoff for agent respawns; nil = 1s·2^(n−1) capped at 30s with jitter.
 	RespawnBackoff func(attempt int) time.Duration
+
+	// stateWriteOpts apply to every state-file rewrite (sessions, agents, permission questions):
+	// tests stall or fail the disk with them (export_test.go).
+	stateWriteOpts []atomicfile.Option
+}
+
+// Permissions is how the harness answers an agent's session/request_permission (--permissions).
+type Permissions string
+
+const (
+	PermissionsAllow Permissions = "allow" // allow_once
+	PermissionsDeny  Permissions = "deny"  // reject_once
+	PermissionsAsk   Permissions = "ask"   // ask the owner in the thread
+)
+
+// ParsePermissions reads a --permissions value; "" is allow.
+func ParsePermissions(s string) (Permissions, error) {
+	switch p := Permissions(s); p {
+	case "":
+		return PermissionsAllow, nil
+	case PermissionsAllow, PermissionsDeny, PermissionsAsk:
+		return p, nil
+	}
+	return "", fmt.Errorf("--permissions must be allow, deny or ask, got %q", s)
 }
 
 // Validate checks ranges and fills defaults.
@@ -180,13 +210,18 @@ func (c *Config) Validate() error {
 	if c.AgentCwd == "" || !filepath.IsAbs(c.AgentCwd) {
 		return fmt.Errorf("--agent-cwd must be an absolute path, got %q", c.AgentCwd)
 	}
-	if c.PermissionsAsk && c.Owner == "" {
+	p, err := ParsePermissions(string(c.Permissions))
+	if err != nil {
+		return err
+	}
+	c.Permissions = p
+	if c.Permissions == PermissionsAsk && c.Owner == "" {
 		return errors.New("--permissions ask needs an owner to ask (--agent-owner)")
 	}
 	if c.PermissionTimeout <= 0 {
 		c.PermissionTimeout = DefaultPermissionTimeout
 	}
-	if c.PermissionsAsk && c.PermissionTimeout >= c.IdleTimeout {
+	if c.Permissions == PermissionsAsk && c.PermissionTimeout >= c.IdleTimeout {
 		// The agent is silent while it waits for the answer: the idle timeout would end the turn first.
 		return fmt.Errorf("--permission-timeout (%s) must be shorter than --idle-timeout (%s)", c.PermissionTimeout, c.IdleTimeout)
 	}
@@ -205,6 +240,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Observer == nil {
 		c.Observer = observer.NewBus(0)
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real()
 	}
 	return nil
 }
@@ -257,4 +295,24 @@ func (c *Config) primaryRelay() string {
 		return urls[0]
 	}
 	return c.RelayURL
+}
+
+// resolveOwner takes the owner from the agent's NIP-OA attestation (BUZZ_AUTH_TAG) when there is
+// one: the owner who signed for this agent key is the owner, whatever --agent-owner says.
+// Without a tag, --agent-owner stands. A tag that does not parse or verify is a startup error,
+// not upstream's warning-and-fallback: the same tag goes on the agent's kind 10100 and to the
+// MCP server, so running on with a broken credential would fail later and more quietly.
+func (c *Config) resolveOwner(agent string) error {
+	if c.AuthTag == "" {
+		return nil
+	}
+	owner, err := ownerauth.ResolveOwner(c.AuthTag, agent)
+	if err != nil {
+		return fmt.Errorf("%s: %w", ownerauth.EnvVar, err)
+	}
+	if c.Owner != "" && c.Owner != owner && c.Logger != nil {
+		c.Logger.Warn("the auth tag names a different owner than --agent-owner; the auth tag wins", "auth_tag_owner", owner, "agent_owner", c.Owner)
+	}
+	c.Owner = owner
+	return nil
 }

@@ -12,52 +12,70 @@ import (
 	"github.com/buzz-harness/buzz/internal/protocol"
 )
 
-// OwnerCommand is a control command the agent's owner can type in a channel.
-type OwnerCommand string
+// OwnerCommand is a control command the agent's owner typed in a conversation: !cancel,
+// !rotate, !shutdown, !status, or !model / !mode with the value to switch to.
+type OwnerCommand struct {
+	Name  string
+	Value string // !model and !mode only
+}
 
 const (
-	CmdNone     OwnerCommand = ""
-	CmdCancel   OwnerCommand = "!cancel"
-	CmdRotate   OwnerCommand = "!rotate"
-	CmdShutdown OwnerCommand = "!shutdown"
-	CmdStatus   OwnerCommand = "!status"
+	CmdCancel   = "!cancel"
+	CmdRotate   = "!rotate"
+	CmdShutdown = "!shutdown"
+	CmdStatus   = "!status"
+	CmdModel    = "!model"
+	CmdMode     = "!mode"
 )
 
-var ownerCommands = []OwnerCommand{CmdCancel, CmdRotate, CmdShutdown, CmdStatus}
+// ownerCommands are the command names, and whether each takes a value.
+var ownerCommands = map[string]bool{CmdCancel: false, CmdRotate: false, CmdShutdown: false, CmdStatus: false, CmdModel: true, CmdMode: true}
 
 // ParseOwnerCommand recognises an owner command: a kind-9 event from owner that p-tags agent,
-// whose trimmed content is the bare command, or mention text and the command in either order
-// (mention text starts with "@" or "nostr:" and may contain spaces). Anything else, such as
-// "please !rotate" or "!rotate now", is an ordinary message.
-func ParseOwnerCommand(ev *nostr.Event, owner, agent string) OwnerCommand {
+// whose words are the command (and its one value, for !model and !mode) with nothing else but
+// mention text before or after (mention text starts with "@" or "nostr:" and may span words: a
+// display name). Anything else, such as "please !rotate", "!rotate now" or "!model a b", is an
+// ordinary message.
+func ParseOwnerCommand(ev *nostr.Event, owner, agent string) (OwnerCommand, bool) {
 	if owner == "" || ev.Kind != protocol.KindStreamMessage || ev.PubKey != owner || !protocol.Mentioned(ev.Tags, agent) {
-		return CmdNone
+		return OwnerCommand{}, false
 	}
-	text := strings.TrimSpace(ev.Content)
-	for _, c := range ownerCommands {
-		cmd := string(c)
-		if text == cmd {
-			return c
+	words := strings.Fields(ev.Content)
+	for i, w := range words {
+		valued, known := ownerCommands[w]
+		if !known {
+			continue
 		}
-		if rest, ok := strings.CutSuffix(text, cmd); ok && isMentionText(rest) {
-			return c
+		cmd, rest := OwnerCommand{Name: w}, words[i+1:]
+		if valued {
+			if len(rest) == 0 || isMentionWord(rest[0]) {
+				return OwnerCommand{}, false
+			}
+			cmd.Value, rest = rest[0], rest[1:]
 		}
-		if rest, ok := strings.CutPrefix(text, cmd); ok && isMentionText(rest) {
-			return c
+		if !mentionsOnly(words[:i]) || !mentionsOnly(rest) {
+			return OwnerCommand{}, false
 		}
+		return cmd, true
 	}
-	return CmdNone
+	return OwnerCommand{}, false
 }
 
-// isMentionText reports whether s (which sat next to a command) is whitespace-separated mention
-// text: non-empty after trimming, separated from the command by whitespace, starting with @ or nostr:.
-func isMentionText(s string) bool {
-	t := strings.TrimSpace(s)
-	if t == "" || t == s {
-		return false
+// setting is the agent setting a !model or !mode command changes ("" for the others).
+func (c OwnerCommand) setting() string {
+	switch c.Name {
+	case CmdModel:
+		return settingModel
+	case CmdMode:
+		return settingMode
 	}
-	return strings.HasPrefix(t, "@") || strings.HasPrefix(t, "nostr:")
+	return ""
 }
+
+func isMentionWord(w string) bool { return strings.HasPrefix(w, "@") || strings.HasPrefix(w, "nostr:") }
+
+// mentionsOnly: no words, or words starting with a mention (a display name may span words).
+func mentionsOnly(words []string) bool { return len(words) == 0 || isMentionWord(words[0]) }
 
 // RespondTo is the author gate's mode (--respond-to).
 type RespondTo string
@@ -114,27 +132,34 @@ var (
 	errRotate      = errors.New("session rotated by the owner")
 )
 
-// ownerCommand carries out !cancel, !rotate, !shutdown and !status and answers each — no-ops
-// included — with an agent-signed kind 40099 row in the thread where it was typed.
+// ownerCommand carries out an owner command and answers it — no-ops included — with an
+// agent-signed kind 40099 row in the thread where it was typed. It acts on the conversation it
+// is typed in: its thread, or the whole channel.
 func (h *Harness) ownerCommand(ctx context.Context, cmd OwnerCommand, c *channel, ev *nostr.Event) {
-	// The command acts on the conversation it is typed in: its thread, or the whole channel.
-	k := h.scopeOf(c, ev)
-	h.log.Info("owner command", "command", cmd, "channel", c.ID, "scope", k.String())
-	stop := h.inflight[k]
+	k := h.convOf(c, ev)
+	if setting := cmd.setting(); setting != "" {
+		h.ownerSetting(ctx, setting, cmd.Value, c, ev)
+		return
+	}
+	h.log.Info("owner command", "command", cmd.Name, "channel", c.ID, "conversation", k.String())
+	var running *turn
+	if cv := h.convs.get(k); cv != nil {
+		running = cv.turn
+	}
 	outcome := map[string]any{"actor": ev.PubKey, "target": h.agent}
-	switch cmd {
+	switch cmd.Name {
 	case CmdCancel:
-		if stop != nil {
-			stop(errOwnerCancel)
+		if running != nil {
+			running.cancel(errOwnerCancel)
 			outcome["type"] = RowTurnCancelled
 		} else {
 			outcome["type"] = RowTurnCancelNoop
 		}
 	case CmdRotate:
-		switch inFlight := stop != nil; {
-		case !h.rotate(k, stop):
+		switch {
+		case !h.rotate(k):
 			outcome["type"] = RowSessionRotateNoop
-		case inFlight:
+		case running != nil:
 			outcome["type"] = RowSessionRotatedInFlight
 		default:
 			outcome["type"] = RowSessionRotated
@@ -143,45 +168,45 @@ func (h *Harness) ownerCommand(ctx context.Context, cmd OwnerCommand, c *channel
 		outcome["type"] = RowShutdown
 	case CmdStatus:
 		outcome["type"] = RowStatus
-		outcome["status"] = h.status()
+		outcome["status"] = status(h.chans.byID, h.convs)
 	}
-	row := outcomeRow(c.ID, ev, outcome)
-	if cmd == CmdShutdown {
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		h.relay.publish(pctx, row)
-		cancel()
-		h.shutdown()
+	row := outcomeRow(c.ID, ev, outcome, h.clock.Now())
+	if cmd.Name == CmdShutdown {
+		// The row first (bounded), then the run ends: off the loop, which goes on meanwhile.
+		h.tasks.Go(func() {
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			h.relay.publish(pctx, row)
+			cancel()
+			h.shutdown()
+		})
 		return
 	}
-	h.publishLater(ctx, row)
+	h.relay.publishLater(ctx, &h.tasks, row)
 }
 
 // rotate forgets a conversation's session everywhere — the store, every agent, a running turn —
 // so its next turn opens a fresh one. It reports whether there was a session to forget.
-func (h *Harness) rotate(k scopeKey, stop context.CancelCauseFunc) bool {
-	had := stop != nil
-	if _, ok := h.store.Get(k.String(), h.cfg.storeScope()); ok {
-		had = true
-	}
-	if err := h.store.Remove(k.String()); err != nil {
-		h.log.Warn("session store", "err", err)
-	}
-	h.store.RequestFresh(k.String())
-	if h.pool.dropSessions(k) {
-		had = true
-	}
-	if stop != nil {
-		stop(errRotate)
-	}
+func (h *Harness) rotate(k convKey) bool {
+	_, had := h.store.Get(k, h.cfg.sessionOrigin())
+	h.store.Remove(k)
+	h.convs.update(k, func(c *conversation) {
+		if c.dropSessions() {
+			had = true
+		}
+		c.fresh = true
+		if c.turn != nil {
+			c.turn.cancel(errRotate)
+		}
+	})
 	return had
 }
 
 // outcomeRow builds the 40099 row answering an owner command, threaded under the command.
-func outcomeRow(chID string, cmdEv *nostr.Event, payload map[string]any) *nostr.Event {
+func outcomeRow(chID string, cmdEv *nostr.Event, payload map[string]any, now time.Time) *nostr.Event {
 	content, _ := json.Marshal(payload)
 	tags := nostr.Tags{{"h", chID}}
 	tags = append(tags, threadTags(cmdEv)...)
-	return &nostr.Event{Kind: protocol.KindSystemMessage, Content: string(content), Tags: tags, CreatedAt: nostr.Now()}
+	return &nostr.Event{Kind: protocol.KindSystemMessage, Content: string(content), Tags: tags, CreatedAt: nostr.Timestamp(now.Unix())}
 }
 
 // threadTags are the e tags that reply to ev in its thread (ev starts one if top-level).
@@ -194,24 +219,12 @@ func threadTags(ev *nostr.Event) nostr.Tags {
 	return protocol.ReplyTags(root, ev.ID)
 }
 
-// publishLater publishes off the loop, bounded by ten seconds (and by the run).
-func (h *Harness) publishLater(ctx context.Context, ev *nostr.Event) {
-	h.tasks.Go(func() { h.publishNow(ctx, ev) })
-}
-
-// publishNow publishes from a task goroutine, bounded by ten seconds (and by the run).
-func (h *Harness) publishNow(ctx context.Context, ev *nostr.Event) {
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	h.relay.publish(pctx, ev)
-}
-
 // status summarises queued and in-flight work per channel (over all its conversations).
-func (h *Harness) status() map[string]any {
+func status(channels map[string]*channel, convs *conversations) map[string]any {
 	chans := map[string]any{}
-	for id := range h.channels {
-		n := h.queue.InFlight(id)
-		chans[id] = map[string]any{"queued": h.queue.Len(id), "in_flight": n > 0, "conversations_in_flight": n}
+	for id := range channels {
+		n := convs.InFlight(id)
+		chans[id] = map[string]any{"queued": convs.Len(id), "in_flight": n > 0, "conversations_in_flight": n}
 	}
 	return map[string]any{"channels": chans}
 }

@@ -13,36 +13,36 @@ const (
 )
 
 func TestParseOwnerCommandAcceptsBareAndMentionForms(t *testing.T) {
-	for content, want := range map[string]OwnerCommand{
+	for content, want := range map[string]string{
 		"!cancel":                CmdCancel,
 		"  !rotate  ":            CmdRotate,
 		"@Agent !rotate":         CmdRotate,
 		"@Agent Smith !cancel":   CmdCancel,
 		"!shutdown @Agent":       CmdShutdown,
 		"nostr:npub1xyz !cancel": CmdCancel,
-		"please !rotate":         CmdNone,
-		"!rotate now":            CmdNone,
-		"@Agent!rotate":          CmdNone,
-		"hello @Agent":           CmdNone,
+		"please !rotate":         "",
+		"!rotate now":            "",
+		"@Agent!rotate":          "",
+		"hello @Agent":           "",
 	} {
 		e := &nostr.Event{Kind: 9, PubKey: ownerPK, Content: content, Tags: nostr.Tags{{"p", agentPK}}}
-		if got := ParseOwnerCommand(e, ownerPK, agentPK); got != want {
-			t.Errorf("%q: got %q want %q", content, got, want)
+		if got, ok := ParseOwnerCommand(e, ownerPK, agentPK); got.Name != want || ok != (want != "") {
+			t.Errorf("%q: got %q (%v) want %q", content, got.Name, ok, want)
 		}
 	}
 }
 
 func TestParseOwnerCommandIgnoresNonOwnersAndUnmentioned(t *testing.T) {
 	e := &nostr.Event{Kind: 9, PubKey: otherPK, Content: "!rotate", Tags: nostr.Tags{{"p", agentPK}}}
-	if ParseOwnerCommand(e, ownerPK, agentPK) != CmdNone {
+	if _, ok := ParseOwnerCommand(e, ownerPK, agentPK); ok {
 		t.Error("non-owner command recognised")
 	}
 	e = &nostr.Event{Kind: 9, PubKey: ownerPK, Content: "!rotate"}
-	if ParseOwnerCommand(e, ownerPK, agentPK) != CmdNone {
+	if _, ok := ParseOwnerCommand(e, ownerPK, agentPK); ok {
 		t.Error("command without a mention of the agent recognised")
 	}
 	e = &nostr.Event{Kind: 40002, PubKey: ownerPK, Content: "!rotate", Tags: nostr.Tags{{"p", agentPK}}}
-	if ParseOwnerCommand(e, ownerPK, agentPK) != CmdNone {
+	if _, ok := ParseOwnerCommand(e, ownerPK, agentPK); ok {
 		t.Error("non-kind-9 command recognised")
 	}
 }

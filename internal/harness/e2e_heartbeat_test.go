@@ -4,15 +4,34 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/buzz-harness/buzz/internal/clock"
+	"github.com/buzz-harness/buzz/internal/harness"
+	"github.com/buzz-harness/buzz/internal/prompt"
 )
 
+// TestHeartbeatSessionGetsBaseOnlyOnFirstTick runs the harness on a fake clock: two 10 s
+// heartbeat ticks take no wall time.
 func TestHeartbeatSessionGetsBaseOnlyOnFirstTick(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits for two 10 s heartbeat ticks")
-	}
 	s := newStack(t)
-	s.start([]string{"--heartbeat-interval", "10", "--system-prompt", "You are Helper."}, "TESTAGENT_NO_CLI=1")
-	s.waitRecordedWithin("session/prompt", 2, time.Minute) // ticks at 10 s and 20 s
+	clk := clock.NewFake(time.Now())
+	cancel, _ := s.runInProcess(t, harness.Config{Clock: clk, HeartbeatInterval: 10 * time.Second, SystemPrompt: "You are Helper.", BasePrompt: prompt.DefaultBasePrompt()},
+		"TESTAGENT_NO_CLI=1")
+	defer cancel()
+	s.waitLog("agent ready", 30*time.Second)
+	tick := func(prompts int) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for len(s.methods("session/prompt")) < prompts {
+			if time.Now().After(deadline) {
+				t.Fatalf("no heartbeat prompt %d; logs:\n%s", prompts, s.logs.String())
+			}
+			clk.Advance(10 * time.Second) // one heartbeat tick (skipped while one still runs)
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	tick(1)
+	tick(2)
 	ps := s.prompts()
 	if !strings.HasPrefix(ps[0], "[Base]\n") || !strings.Contains(ps[0], "[System: Heartbeat]") {
 		t.Fatalf("first heartbeat:\n%.200s", ps[0])

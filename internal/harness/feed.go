@@ -9,29 +9,37 @@ import (
 	"github.com/buzz-harness/buzz/internal/prompt"
 )
 
-// The activity feed: what turns, sessions and agents did, as observer events.
+// activity is the harness's side of the activity feed: what turns, sessions and agents did, as
+// observer events. It is also where every session/update from the agents arrives first, for the
+// bookkeeping that reads them (goose run ids, running costs). Any goroutine may use it.
+type activity struct {
+	bus    *observer.Bus
+	cwd    string // the agents' working directory, which the standing context names
+	costs  *costTracker
+	runIDs *runIDs
+}
 
 // emit publishes a turn's event.
-func (h *Harness) emit(in turnInput, p observer.Payload) {
+func (h *activity) emit(in turnInput, p observer.Payload) {
 	sid := ""
 	if in.session != nil {
 		sid = in.session.ID
 	}
-	h.bus.Publish(observer.Scope{ChannelID: in.channel.ID, ThreadID: in.scope.Root, SessionID: sid, TurnID: in.turnID}, p)
+	h.bus.Publish(observer.Scope{ChannelID: in.channel.ID, ThreadID: in.conv.Root, SessionID: sid, TurnID: in.turnID}, p)
 }
 
 // emitSession publishes a session's event (opened, resumed, failed, its system prompt).
-func (h *Harness) emitSession(in turnInput, sess *chanSession, p observer.Payload) {
+func (h *activity) emitSession(in turnInput, sess *convSession, p observer.Payload) {
 	sid := ""
 	if sess != nil {
 		sid = sess.ID
 	}
-	h.bus.Publish(observer.Scope{ChannelID: in.channel.ID, ThreadID: in.scope.Root, SessionID: sid, TurnID: in.turnID}, p)
+	h.bus.Publish(observer.Scope{ChannelID: in.channel.ID, ThreadID: in.conv.Root, SessionID: sid, TurnID: in.turnID}, p)
 }
 
 // emitSystemPrompt publishes the standing context a session was given, split into its sections,
 // whichever route carried it (for user-message agents, from the prompt's leading blocks).
-func (h *Harness) emitSystemPrompt(in turnInput, sess *chanSession, standing prompt.Standing, blocks []string) {
+func (h *activity) emitSystemPrompt(in turnInput, sess *convSession, standing prompt.Standing, blocks []string) {
 	var secs []prompt.Section
 	text := ""
 	if blocks != nil {
@@ -42,7 +50,7 @@ func (h *Harness) emitSystemPrompt(in turnInput, sess *chanSession, standing pro
 		}
 		text = strings.Join(parts, "\n\n")
 	} else {
-		text = standing.SystemPrompt(h.cfg.AgentCwd)
+		text = standing.SystemPrompt(h.cwd)
 		secs = prompt.ParseStandingSections(text)
 	}
 	out := make([]observer.PromptSection, len(secs))
@@ -66,7 +74,7 @@ func clip(s string) string {
 // onLine records every raw ACP line (long lines clipped) on the activity feed. It runs on the
 // path that writes a prompt to the agent, so it does no more: secrets are redacted where events
 // leave the process (observer.MarshalLine, for the activity log and the console).
-func (h *Harness) onLine(l acp.Line) {
+func (h *activity) onLine(l acp.Line) {
 	line := string(l.Data)
 	if len(line) > maxFeedText {
 		line = line[:maxFeedText] // redact only what is kept
@@ -81,8 +89,10 @@ func cutNote(n int) string {
 	return fmt.Sprintf("… [%d bytes cut]", n-maxFeedText)
 }
 
-// onUpdate turns session/update notifications into activity; replayed history is marked.
-func (h *Harness) onUpdate(u acp.SessionUpdate) {
+// onUpdate sees every session/update: first for goose's run ids and the running costs, then as
+// activity (replayed history marked).
+func (h *activity) onUpdate(u acp.SessionUpdate) {
+	h.runIDs.observe(u)
 	h.costs.observe(u)
 	h.bus.Publish(observer.Scope{SessionID: u.SessionID}, observer.AgentUpdate{Kind: u.Kind, Replay: u.Replay,
 		Text: clip(u.Text), ToolCallID: u.ToolCallID, Title: u.Title, Status: u.Status})

@@ -2,31 +2,42 @@
 // conversation (a thread, or a whole channel: --session-policy), and drives ACP agents with one
 // session per conversation.
 //
-// One goroutine (Run's loop) owns all mutable state: the queue, the channel table, the agent
-// pool. Everything slow runs on goroutines the loop starts and Run joins before it returns:
-// turns (with exclusive use of a slot, reporting back over a channel), agent spawns, membership
-// lookups and publishes. Nothing else touches a busy slot.
+// One goroutine (Run's loop) owns all mutable state: the conversation table, the channel table,
+// the agent pool. Everything slow runs on goroutines the loop starts and Run joins before it
+// returns: turns (with exclusive use of a slot, reporting back over a channel), agent spawns,
+// membership lookups, publishes and every disk write. The loop itself never waits for the disk
+// or the network: the journal appends without fsync (its syncer fsyncs and compacts), and the
+// state files (sessions, agents, permission questions) are written by writers of their own.
 //
 // Where things live:
 //
-//	harness.go   Harness, New, Run: the loop and its shutdown
-//	channels.go  the channel table: discovery, subscriptions, membership, leaving
-//	subs.go      channel subscriptions in groups (up to 100 channels per REQ)
-//	intake.go    an event's way in (gate, journal, queue) and the journal replay after a restart
-//	control.go   owner commands and the author gate
-//	queue.go     the per-conversation FIFO, with retry backoff
-//	steer.go     a new message while its conversation's turn runs: native steer, or cancel and merge
-//	turn.go      a turn: dispatch, run, decide its outcome, act on it
-//	session.go   opening a session (resume, load or new) and the one builder of its parameters
-//	scope.go     which conversation an event belongs to (scopeKey, --session-policy)
-//	route.go     how standing context reaches each agent
-//	pool.go      agent processes: spawn, respawn, circuit breaker
-//	heartbeat.go scheduled prompts
-//	relay.go     one-shot relay calls: prompt context, profiles, membership, publish
-//	feed.go      activity-feed events
-//	ack.go       acknowledgement: 👀 on accepted events, typing while a turn runs, presence
-//	reap.go      agents a previous harness left running
-//	quota.go     waits that providers name
+//	harness.go      Harness, New, Run: the loop and its shutdown
+//	config.go       Config, its validation and defaults
+//	conversation.go a conversation: its state, the table of them, the one way to change one
+//	queue.go        a conversation's queue: batches, retry backoff, the next batch to run
+//	scope.go        which conversation an event belongs to (--session-policy)
+//	channels.go     the channel table: discovery, membership, leaving
+//	subs.go         channel subscriptions in groups (up to 100 channels per REQ)
+//	intake.go       an event's way in (gate, journal, queue) and the journal replay after a restart
+//	control.go      owner commands (!cancel, !rotate, !shutdown, !status, !model, !mode), author gate
+//	ownersettings.go !model / !mode: applying an owner's choice to a conversation's sessions
+//	siblings.go     NIP-OA sibling agents through the author gate
+//	steer.go        a new message while its conversation's turn runs: native steer, or cancel and merge
+//	turn.go         a turn: dispatch, run, decide its outcome, act on it; the same-second hold
+//	session.go      opening a session (resume, load or new) and the one builder of its parameters
+//	route.go        how standing context reaches each agent
+//	agentconfig.go  --model, --permission-mode, --effort-level: applying settings to a session
+//	pool.go         agent processes: spawn, respawn, circuit breaker, live-session bounds
+//	reap.go         agents a previous harness left running, and the record that finds them
+//	heartbeat.go    scheduled prompts
+//	permask.go      --permissions ask: permission questions in the thread
+//	relay.go        one-shot relay calls: prompt context, profiles, membership, publish
+//	ack.go          acknowledgement: 👀 on accepted events, typing while a turn runs, presence
+//	feed.go         activity-feed events
+//	metrics.go      turn metrics (NIP-AM)
+//	notice.go       the failure notice
+//	addpolicy.go    the kind-10100 channel add policy
+//	quota.go        waits that providers name
 package harness
 
 import (
@@ -34,6 +45,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"time"
@@ -42,6 +55,7 @@ import (
 
 	"github.com/buzz-harness/buzz/internal/acp"
 	"github.com/buzz-harness/buzz/internal/client"
+	"github.com/buzz-harness/buzz/internal/clock"
 	"github.com/buzz-harness/buzz/internal/journal"
 	"github.com/buzz-harness/buzz/internal/observer"
 	"github.com/buzz-harness/buzz/internal/protocol"
@@ -54,7 +68,7 @@ type Harness struct {
 	log   *slog.Logger
 	bus   *observer.Bus
 	agent string // our pubkey hex
-	now   func() time.Time
+	clock clock.Clock
 
 	relay    *relayClient // one-shot bridge calls: queries and publishes
 	live     *client.Live // subscriptions
@@ -63,36 +77,35 @@ type Harness struct {
 	sessions *sessionOpener
 	pool     *pool
 	asker    *permAsker // --permissions ask: questions to the owner in the thread
-	queue    *Queue
 	gate     Gate
 	ack      *acker
 
-	channels map[string]*channel // subscribed channels by id
-	removed  map[string]bool     // channels we were removed from while a turn ran
-	subs     subGroups           // the channels' group subscriptions
-	seen     *client.IDSet       // event ids already accepted (a replay never prompts twice)
-	lookups  memberLookups       // membership lookups running off the loop
-	siblings siblingLookups      // NIP-OA sibling verdicts and the events waiting for one
-	costs    costTracker         // each ACP session's running cost (usage_update), for turn metrics
-
-	// inflight stops a conversation's running turn; the cause says why (owner cancel, rotate, leave).
-	inflight map[scopeKey]context.CancelCauseFunc
-	// turns is the loop's view of each running turn, for steer and interrupt (steer.go).
-	turns  map[scopeKey]*liveTurn
-	steers chan steerResult
-	runIDs runIDs
-	// resumeRetried marks conversations whose resume already failed indeterminately once.
-	resumeRetried map[scopeKey]bool
+	convs    *conversations // every conversation: queue, turn, sessions, owner settings, questions
+	chans    channelTable   // subscribed channels, their subscriptions and membership lookups
+	seen     *client.IDSet  // event ids already accepted (a replay never prompts twice)
+	siblings siblingLookups // NIP-OA sibling verdicts and the events waiting for one
+	feed     *activity      // the activity feed, and the agents' session/updates
+	costs    costTracker    // each ACP session's running cost (usage_update), for turn metrics
+	runIDs   runIDs         // goose's active run per session, for its steer method
+	turnEnds turnEnds
+	// heartbeatBusy: a heartbeat prompt is running (at most one at a time).
 	heartbeatBusy bool
-	turnEnds      turnEnds
-	results       chan turnResult
-	wake          chan struct{}
+
+	inbox inbox // what goroutines report back to the loop
 
 	// tasks are the goroutines the loop started (turns, spawns, lookups, publishes); Run waits
 	// for all of them before it returns.
 	tasks    sync.WaitGroup
 	shutdown context.CancelFunc
 	stopLive context.CancelFunc // ends the WebSocket; stop calls it after the offline presence
+}
+
+// inbox is where the loop's goroutines report back.
+type inbox struct {
+	results   chan turnResult
+	steers    chan steerResult
+	questions chan questionChange
+	wake      chan struct{} // dispatch again (a hold ended, a steer went back to the queue)
 }
 
 // New prepares a harness: it validates cfg and opens the session store (taking its lock).
@@ -107,52 +120,51 @@ func New(cfg Config) (*Harness, error) {
 	if err := cfg.resolveOwner(pk); err != nil {
 		return nil, err
 	}
+	clk := cfg.Clock
 	h := &Harness{
-		cfg:           cfg,
-		log:           cfg.Logger,
-		bus:           cfg.Observer,
-		agent:         pk,
-		now:           time.Now,
-		queue:         NewQueue(),
-		gate:          Gate{Mode: cfg.RespondTo, Owner: cfg.Owner, Allowlist: cfg.Allowlist},
-		channels:      map[string]*channel{},
-		removed:       map[string]bool{},
-		subs:          newSubGroups(),
-		lookups:       memberLookups{started: map[string]int{}, done: make(chan membershipCheck, 16)},
-		seen:          client.NewIDSet(20000),
-		siblings:      newSiblingLookups(),
-		inflight:      map[scopeKey]context.CancelCauseFunc{},
-		turns:         map[scopeKey]*liveTurn{},
-		steers:        make(chan steerResult, 16),
-		resumeRetried: map[scopeKey]bool{},
-		results:       make(chan turnResult, 64),
-		wake:          make(chan struct{}, 1),
+		cfg:      cfg,
+		log:      cfg.Logger,
+		bus:      cfg.Observer,
+		agent:    pk,
+		clock:    clk,
+		gate:     Gate{Mode: cfg.RespondTo, Owner: cfg.Owner, Allowlist: cfg.Allowlist},
+		convs:    newConversations(clk.Now, func() float64 { return 0.8 + 0.4*rand.Float64() }),
+		chans:    newChannelTable(),
+		seen:     client.NewIDSet(20000),
+		siblings: newSiblingLookups(),
+		inbox: inbox{
+			results:   make(chan turnResult, 64),
+			steers:    make(chan steerResult, 16),
+			questions: make(chan questionChange, 16),
+			wake:      make(chan struct{}, 1),
+		},
 	}
 	if cfg.NoResumeSessions {
 		h.store = sessionstore.Disabled()
-	} else if h.store, err = sessionstore.Open(cfg.StateDir, pk, cfg.Logger); err != nil {
+	} else if h.store, err = sessionstore.Open(cfg.StateDir, pk, cfg.Logger, cfg.stateWriteOpts...); err != nil {
 		return nil, err
 	}
 	if h.jrnl, err = journal.Open(cfg.StateDir, pk, cfg.Logger); err != nil {
 		h.store.Close()
 		return nil, err
 	}
-	h.relay = &relayClient{bridge: client.NewBridge(cfg.RelayURL, cfg.SecretKey), self: pk, cfg: &h.cfg, log: h.log, now: h.now}
+	h.feed = &activity{bus: h.bus, cwd: cfg.AgentCwd, costs: &h.costs, runIDs: &h.runIDs}
+	h.relay = &relayClient{bridge: client.NewBridge(cfg.RelayURL, cfg.SecretKey), self: pk, cfg: &h.cfg, log: h.log, clock: clk}
 	h.ack = newAcker(&h.cfg, pk, h.relay.bridge, h.log, &h.tasks)
-	h.asker = newPermAsker(h)
-	h.sessions = &sessionOpener{cfg: &h.cfg, store: h.store, relay: h.relay, feed: h, log: h.log, now: h.now}
+	h.asker = newPermAsker(&h.cfg, pk, h.relay, h.feed, h.inbox.questions, filepath.Join(cfg.StateDir, "permissions-"+pk+".json"))
+	h.sessions = &sessionOpener{cfg: &h.cfg, store: h.store, relay: h.relay, feed: h.feed, log: h.log, clock: clk}
 	h.pool = &pool{
-		cfg: &h.cfg, log: h.log, now: h.now, tasks: &h.tasks,
+		cfg: &h.cfg, log: h.log, clock: clk, tasks: &h.tasks,
 		client: acp.ClientConfig{
-			OnLine:         h.onLine,
-			OnUpdate:       h.onAgentUpdate,
+			OnLine:         h.feed.onLine,
+			OnUpdate:       h.feed.onUpdate,
 			Permissions:    permissionPolicy(&h.cfg),
-			PermissionFunc: h.permissionFunc(),
+			PermissionFunc: h.asker.permissionFunc(),
 			ClientVersion:  cfg.Version,
 		},
 		spawned: make(chan spawnResult, 64),
-		record:  agentsFile(cfg.StateDir, pk),
 	}
+	h.pool.record = newAgentRecord(agentsFile(cfg.StateDir, pk), h.log, cfg.stateWriteOpts...)
 	return h, nil
 }
 
@@ -165,9 +177,11 @@ func (h *Harness) Run(ctx context.Context) error {
 	h.shutdown = cancel
 	defer h.store.Close()
 	defer h.jrnl.Close()
+	defer h.pool.record.close()
+	defer h.asker.close()
 	defer h.stop(cancel) // first: nothing may write the journal or the store once they close
 
-	h.turnEnds.since = h.now()
+	h.turnEnds.since = h.clock.Now()
 	since := h.catchUpSince()
 	h.live = client.NewLive(client.LiveConfig{RelayURL: h.cfg.RelayURL, SecretKey: h.cfg.SecretKey, Logger: h.log})
 	liveErr := make(chan error, 1)
@@ -175,7 +189,7 @@ func (h *Harness) Run(ctx context.Context) error {
 	liveCtx, stopLive := context.WithCancel(context.WithoutCancel(ctx))
 	h.stopLive = stopLive
 	h.tasks.Go(func() { liveErr <- h.live.Run(liveCtx) })
-	h.ack.start(ctx, h.live)
+	h.ack.start(ctx, h.live, h.clock)
 
 	if err := h.publishAddPolicy(ctx); err != nil {
 		return err
@@ -192,13 +206,13 @@ func (h *Harness) Run(ctx context.Context) error {
 		// A reply a killed orphan's `buzz` call sent just before may still be committing at the
 		// relay; the replay below looks for it.
 		select {
-		case <-time.After(publishSettle):
+		case <-clock.After(h.clock, publishSettle):
 		case <-ctx.Done():
 		}
 	}
-	h.asker.recover(ctx) // before the replay: a turn that died asking the owner is not run again
+	h.asker.recover(ctx, h.done) // before the replay: a turn that died asking the owner is not run again
 	h.replayJournal(ctx)
-	h.log.Info("buzz-acp ready", "agent", h.agent, "channels", len(h.channels), "relay", h.cfg.RelayURL, "procs", runtime.GOMAXPROCS(0))
+	h.log.Info("buzz-acp ready", "agent", h.agent, "channels", len(h.chans.byID), "relay", h.cfg.RelayURL, "procs", runtime.GOMAXPROCS(0))
 	h.pool.startAll(ctx)
 	return h.serve(ctx, liveErr)
 }
@@ -207,7 +221,7 @@ func (h *Harness) Run(ctx context.Context) error {
 // little before it, as created_at has one-second resolution), so mentions sent while we were
 // down are answered; now on a first start. It is taken before connecting.
 func (h *Harness) catchUpSince() time.Time {
-	now := h.now()
+	now := h.clock.Now()
 	w := h.jrnl.Watermark()
 	if w <= 0 {
 		return now
@@ -223,15 +237,16 @@ func (h *Harness) catchUpSince() time.Time {
 	return since
 }
 
-// serve is the loop: the one goroutine that owns the queue, the channel table and the pool.
+// serve is the loop: the one goroutine that owns the conversations, the channel table and the
+// pool.
 func (h *Harness) serve(ctx context.Context, liveErr <-chan error) error {
-	tick := time.NewTicker(time.Second)
+	tick := h.clock.NewTicker(time.Second)
 	defer tick.Stop()
 	var heartbeats <-chan time.Time
 	if h.cfg.HeartbeatInterval > 0 {
-		hb := time.NewTicker(h.cfg.HeartbeatInterval)
+		hb := h.clock.NewTicker(h.cfg.HeartbeatInterval)
 		defer hb.Stop()
-		heartbeats = hb.C
+		heartbeats = hb.C()
 	}
 	for {
 		h.dispatch(ctx)
@@ -245,32 +260,36 @@ func (h *Harness) serve(ctx context.Context, liveErr <-chan error) error {
 			return fmt.Errorf("relay connection: %w", err)
 		case in := <-h.live.Events():
 			h.handleIncoming(ctx, in)
-		case r := <-h.results:
+		case r := <-h.inbox.results:
 			h.finishTurn(ctx, r)
-		case r := <-h.steers:
+		case r := <-h.inbox.steers:
 			h.finishSteer(r)
+		case q := <-h.inbox.questions:
+			h.changeQuestion(q)
 		case s := <-h.pool.spawned:
 			h.finishSpawn(ctx, s)
-		case m := <-h.lookups.done:
+		case m := <-h.chans.lookups.done:
 			h.applyMembership(m)
 		case sc := <-h.siblings.done:
 			h.finishSiblingLookup(ctx, sc)
-		case <-tick.C:
+		case now := <-tick.C():
 			// Once a second, one REQ per changed channel group: a burst of joins (a flood of
 			// adds) costs the relay one query per group, not one per join. Each channel's
 			// since covers the wait.
 			h.flushSubs()
-			h.pool.maintain(ctx)
+			h.pool.maintain(ctx, h.convs)
+			h.keepTyping(now)
 		case <-heartbeats:
 			h.heartbeat(ctx)
-		case <-h.wake:
+		case <-h.inbox.wake:
 		}
 	}
 }
 
-func (h *Harness) poke() {
+// poke makes the loop dispatch again (a hold ended, a steer went back to the queue).
+func (b *inbox) poke() {
 	select {
-	case h.wake <- struct{}{}:
+	case b.wake <- struct{}{}:
 	default:
 	}
 }
@@ -278,8 +297,8 @@ func (h *Harness) poke() {
 // stop ends the run: it cancels running turns, stops every agent process, and waits for the
 // goroutines the harness started, so nothing touches the journal or the store after Run.
 func (h *Harness) stop(cancel context.CancelFunc) {
-	for _, stop := range h.inflight {
-		stop(errShutdown)
+	for _, c := range h.convs.running() {
+		c.turn.cancel(errShutdown)
 	}
 	cancel()
 	if h.stopLive != nil {
@@ -299,3 +318,6 @@ func ptrTS(t time.Time) *nostr.Timestamp {
 	ts := nostr.Timestamp(t.Unix())
 	return &ts
 }
+
+// timestamp dates an event the harness signs.
+func timestamp(c clock.Clock) nostr.Timestamp { return nostr.Timestamp(c.Now().Unix()) }

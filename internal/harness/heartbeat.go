@@ -12,17 +12,17 @@ import (
 // heartbeat runs one heartbeat prompt when nothing else is waiting: events always go first, all
 // agents busy means skip, and at most one heartbeat is ever in flight.
 func (h *Harness) heartbeat(ctx context.Context) {
-	if h.heartbeatBusy || h.queue.Pending() {
+	if h.heartbeatBusy || h.convs.Pending() {
 		return
 	}
-	s := h.pool.claim(scopeKey{})
+	s := h.pool.claim(h.convs, convKey{})
 	if s == nil {
 		return
 	}
 	s.busy = true
 	h.heartbeatBusy = true
 	in := turnInput{slot: s, proc: s.proc, ident: s.ident, session: s.heartbeat, heartbeat: true, turnID: "heartbeat"}
-	h.tasks.Go(func() { h.report(ctx, h.runHeartbeat(ctx, in)) })
+	h.tasks.Go(func() { h.inbox.report(ctx, h.runHeartbeat(ctx, in)) })
 }
 
 // runHeartbeat prompts the slot's heartbeat session (created on first use, with no channel
@@ -43,8 +43,8 @@ func (h *Harness) runHeartbeat(ctx context.Context, in turnInput) (r turnResult)
 			r.err = err
 			return r
 		}
-		sess = &chanSession{ID: id, Route: route, Delivered: map[string]bool{}, state: state}
-		if r.err = h.sessions.applyOnOpen(ctx, in.proc, scopeKey{}, sess); r.err != nil {
+		sess = &convSession{ID: id, Route: route, Delivered: map[string]bool{}, state: state}
+		if r.err = h.sessions.applyOnOpen(ctx, in.proc, h.cfg.settings(), sess); r.err != nil {
 			return r
 		}
 	}
@@ -53,12 +53,12 @@ func (h *Harness) runHeartbeat(ctx context.Context, in turnInput) (r turnResult)
 	if sess.Route == RouteUserMessage && !sess.StandingSent {
 		withBase = &standing
 	}
-	texts := prompt.RenderHeartbeat(h.cfg.HeartbeatPrompt, withBase, h.now())
+	texts := prompt.RenderHeartbeat(h.cfg.HeartbeatPrompt, withBase, h.clock.Now())
 	blocks := make([]acp.ContentBlock, len(texts))
 	for i, t := range texts {
 		blocks[i] = acp.ContentBlock{Type: "text", Text: t}
 	}
-	h.emit(in, observer.Prompt{SessionID: sess.ID, Blocks: texts, Heartbeat: true})
+	h.feed.emit(in, observer.Prompt{SessionID: sess.ID, Blocks: texts, Heartbeat: true})
 	res, err := in.proc.Prompt(ctx, sess.ID, blocks, h.cfg.promptOptions())
 	if err != nil {
 		r.err = err
@@ -90,6 +90,6 @@ func (h *Harness) finishHeartbeat(r turnResult) {
 		h.log.Warn("heartbeat failed", "slot", s.idx, "err", r.err)
 		s.heartbeat = nil
 	}
-	h.returnSlot(s)
-	h.poke()
+	h.checkSlot(s)
+	h.inbox.poke()
 }

@@ -18,7 +18,7 @@ func (h *Harness) handleEvent(ctx context.Context, ev *nostr.Event) {
 	if !ok {
 		return
 	}
-	c := h.channels[chID]
+	c := h.chans.byID[chID]
 	if c == nil {
 		return // not (or no longer) a member
 	}
@@ -28,17 +28,12 @@ func (h *Harness) handleEvent(ctx context.Context, ev *nostr.Event) {
 	if ev.PubKey == h.agent {
 		return
 	}
-	if cmd := ParseOwnerCommand(ev, h.cfg.Owner, h.agent); cmd != CmdNone {
+	if cmd, ok := ParseOwnerCommand(ev, h.cfg.Owner, h.agent); ok {
 		h.skip(ev)
 		h.ownerCommand(ctx, cmd, c, ev)
 		return
 	}
-	if setting, value, ok := ParseOwnerSetting(ev, h.cfg.Owner, h.agent); ok {
-		h.skip(ev)
-		h.ownerSetting(ctx, setting, value, c, ev)
-		return
-	}
-	if ev.PubKey == h.cfg.Owner && ev.Kind == protocol.KindStreamMessage && h.asker.answer(ev, h.scopeOf(c, ev)) {
+	if ev.PubKey == h.cfg.Owner && ev.Kind == protocol.KindStreamMessage && h.answerQuestion(ev, h.convOf(c, ev)) {
 		h.skip(ev) // the owner answered a permission question (--permissions ask)
 		return
 	}
@@ -59,12 +54,12 @@ func (h *Harness) accept(ctx context.Context, c *channel, ev *nostr.Event) {
 	// Journal before acknowledging: an event we cannot make durable is not accepted (the relay
 	// will offer it again after a reconnect).
 	raw, _ := json.Marshal(ev)
-	if err := h.jrnl.Append(journal.Entry{ChannelID: chID, Event: raw, EventID: ev.ID, CreatedAt: int64(ev.CreatedAt), AcceptedAt: h.now()}); err != nil {
+	if err := h.jrnl.Append(journal.Entry{ChannelID: chID, Event: raw, EventID: ev.ID, CreatedAt: int64(ev.CreatedAt), AcceptedAt: h.clock.Now()}); err != nil {
 		h.seen.Forget(ev.ID)
 		h.log.Error("cannot journal event; not accepting it", "event", ev.ID, "channel", chID, "err", err)
 		return
 	}
-	k := h.scopeOf(c, ev)
+	k := h.convOf(c, ev)
 	if h.dropWhileBusy(k, ev) {
 		return
 	}
@@ -73,18 +68,18 @@ func (h *Harness) accept(ctx context.Context, c *channel, ev *nostr.Event) {
 	h.midTurn(ctx, k, ev)
 }
 
-// scopeOf is the conversation an event of channel c belongs to under the configured policy.
-func (h *Harness) scopeOf(c *channel, ev *nostr.Event) scopeKey {
-	return scopeOf(h.cfg.SessionPolicy, *c, ev)
+// convOf is the conversation an event of channel c belongs to under the configured policy.
+func (h *Harness) convOf(c *channel, ev *nostr.Event) convKey {
+	return conversationOf(h.cfg.SessionPolicy, *c, ev)
 }
 
-func (h *Harness) enqueue(k scopeKey, ev *nostr.Event) {
-	if dropped := h.queue.Push(k, ev, h.now()); dropped != nil {
-		h.log.Warn("queue full; dropped oldest event", "channel", k.channelID(), "scope", k.String(), "event", dropped.ID)
+func (h *Harness) enqueue(k convKey, ev *nostr.Event) {
+	if dropped := h.convs.Push(k, ev, h.clock.Now()); dropped != nil {
+		h.log.Warn("queue full; dropped oldest event", "channel", k.Channel, "conversation", k.String(), "event", dropped.ID)
 		h.done(dropped.ID)
 	}
-	h.log.Info("queued", "channel", k.channelID(), "scope", k.String(), "event", ev.ID, "author", ev.PubKey)
-	h.poke()
+	h.log.Info("queued", "channel", k.Channel, "conversation", k.String(), "event", ev.ID, "author", ev.PubKey)
+	h.inbox.poke()
 }
 
 // skip records an event handled without a turn, so a replay after restart ignores it.
@@ -110,8 +105,8 @@ func (h *Harness) replayJournal(ctx context.Context) {
 	// A batch is one conversation's events marked in flight together: sibling threads of a
 	// channel can be in flight in the same second, and one's reply must not close the other.
 	type batchKey struct {
-		scope scopeKey
-		at    int64
+		conv convKey
+		at   int64
 	}
 	inflight := map[batchKey][]*nostr.Event{}
 	ownSecond := map[batchKey]bool{} // every event of the batch marked so
@@ -124,12 +119,13 @@ func (h *Harness) replayJournal(ctx context.Context) {
 			h.done(e.EventID)
 			continue
 		}
-		if h.channels[e.ChannelID] == nil {
+		c := h.chans.byID[e.ChannelID]
+		if c == nil {
 			h.done(e.EventID)
 			continue
 		}
 		if !e.InFlightAt.IsZero() {
-			k := batchKey{h.scopeOf(h.channels[e.ChannelID], ev), e.InFlightAt.Unix()}
+			k := batchKey{h.convOf(c, ev), e.InFlightAt.Unix()}
 			if inflight[k] == nil {
 				order = append(order, k)
 				ownSecond[k] = true
@@ -139,7 +135,7 @@ func (h *Harness) replayJournal(ctx context.Context) {
 			continue
 		}
 		h.seen.Add(ev.ID)
-		h.enqueue(h.scopeOf(h.channels[e.ChannelID], ev), ev)
+		h.enqueue(h.convOf(c, ev), ev)
 		h.ack.replayed(e.ChannelID, ev)
 		n++
 	}
@@ -147,8 +143,8 @@ func (h *Harness) replayJournal(ctx context.Context) {
 	for i := len(order) - 1; i >= 0; i-- {
 		k := order[i]
 		evs := inflight[k]
-		if h.relay.answered(ctx, k.scope.channelID(), evs, time.Unix(k.at, 0), ownSecond[k]) {
-			h.log.Info("journal: batch in flight at the restart was already answered", "channel", k.scope.channelID(), "scope", k.scope.String(), "events", len(evs))
+		if h.relay.answered(ctx, k.conv.Channel, evs, time.Unix(k.at, 0), ownSecond[k]) {
+			h.log.Info("journal: batch in flight at the restart was already answered", "channel", k.conv.Channel, "conversation", k.conv.String(), "events", len(evs))
 			for _, ev := range evs {
 				h.done(ev.ID)
 			}
@@ -156,13 +152,13 @@ func (h *Harness) replayJournal(ctx context.Context) {
 		}
 		for j := len(evs) - 1; j >= 0; j-- {
 			h.seen.Add(evs[j].ID)
-			h.queue.PushFront(k.scope, evs[j], h.now())
-			h.ack.replayed(k.scope.channelID(), evs[j])
+			h.convs.PushFront(k.conv, evs[j], h.clock.Now())
+			h.ack.replayed(k.conv.Channel, evs[j])
 			n++
 		}
 	}
 	if n > 0 {
 		h.log.Info("replayed journal", "events", n)
-		h.poke()
+		h.inbox.poke()
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/buzz-harness/buzz/internal/client"
+	"github.com/buzz-harness/buzz/internal/clock"
 	"github.com/buzz-harness/buzz/internal/protocol/engram"
 )
 
@@ -35,7 +36,7 @@ func memoryClient(url, agentSK, owner string) *relayClient {
 	cfg := &Config{SecretKey: agentSK, Owner: owner, Memory: true}
 	b := client.NewBridge(url, agentSK)
 	b.Backoff = func(int) time.Duration { return 0 }
-	return &relayClient{bridge: b, cfg: cfg, log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now}
+	return &relayClient{bridge: b, cfg: cfg, log: slog.New(slog.NewTextHandler(io.Discard, nil)), clock: clock.Real()}
 }
 
 func TestCoreMemoryDecisionTable(t *testing.T) {

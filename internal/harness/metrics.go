@@ -19,7 +19,7 @@ import (
 // response's usage; cost comes from the session's usage_update notifications, which carry the
 // session's running cost. Nothing is published without an owner or without any usage.
 
-// sessionUsage is a session's metric bookkeeping, kept on its chanSession and touched only by
+// sessionUsage is a session's metric bookkeeping, kept on its convSession and touched only by
 // the loop.
 type sessionUsage struct {
 	started    bool               // the baseline below has been set
@@ -215,7 +215,7 @@ func (h *Harness) publishTurnMetric(ctx context.Context, r turnResult) {
 	if c, ok := h.costs.get(r.session.ID); ok {
 		cost = &c
 	}
-	m, ok := turnMetric(r, harnessName(h.cfg.AgentCommand), cost, h.now())
+	m, ok := turnMetric(r, harnessName(h.cfg.AgentCommand), cost, h.clock.Now())
 	if !ok {
 		return
 	}
@@ -227,6 +227,8 @@ func (h *Harness) publishTurnMetric(ctx context.Context, r turnResult) {
 			h.log.Warn("turn metric not built", "channel", chID, "err", err)
 			return
 		}
-		h.publishNow(ctx, &ev)
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		h.relay.publish(pctx, &ev)
 	})
 }

@@ -11,10 +11,10 @@ import (
 	"github.com/buzz-harness/buzz/internal/acp"
 )
 
-func metricTurn(sess *chanSession, usage string) turnResult {
+func metricTurn(sess *convSession, usage string) turnResult {
 	ev := &nostr.Event{ID: "e1", Kind: 9, Tags: nostr.Tags{{"h", "c"}}}
-	q := NewQueue()
-	q.Push(scopeKey{Channel: "c"}, ev, time.Now())
+	q := newTestQueue()
+	q.Push(convKey{Channel: "c"}, ev, time.Now())
 	b, _ := q.Next(time.Now())
 	r := turnResult{in: turnInput{channel: channel{ID: "c"}, batch: b, turnID: "t"}, session: sess, stop: "end_turn", started: time.Now()}
 	if usage != "" {
@@ -24,7 +24,7 @@ func metricTurn(sess *chanSession, usage string) turnResult {
 }
 
 func TestTurnMetricOfANewSessionIsReliableAndItsTotalsRunOn(t *testing.T) {
-	sess := &chanSession{ID: "s1"}
+	sess := &convSession{ID: "s1"}
 	m, ok := turnMetric(metricTurn(sess, `{"inputTokens":10,"outputTokens":5,"totalTokens":15}`), "h", nil, time.Now())
 	if !ok || !m.DeltaReliable || *m.Turn.TotalTokens != 15 || *m.Cumulative.TotalTokens != 15 || *m.TurnSeq != 1 {
 		t.Fatalf("first metric %+v", m)
@@ -36,7 +36,7 @@ func TestTurnMetricOfANewSessionIsReliableAndItsTotalsRunOn(t *testing.T) {
 }
 
 func TestTurnMetricOfAResumedSessionHasNoTotalsAndIsNotReliable(t *testing.T) {
-	sess := &chanSession{ID: "s1", Resumed: true}
+	sess := &convSession{ID: "s1", Resumed: true}
 	m, ok := turnMetric(metricTurn(sess, `{"totalTokens":7}`), "h", nil, time.Now())
 	if !ok || m.DeltaReliable || m.Cumulative != nil || *m.Turn.TotalTokens != 7 || m.Turn.InputTokens != nil {
 		t.Fatalf("resumed metric %+v (turn %+v)", m, m.Turn)
@@ -44,7 +44,7 @@ func TestTurnMetricOfAResumedSessionHasNoTotalsAndIsNotReliable(t *testing.T) {
 }
 
 func TestTurnMetricCostIsTheDeltaOfTheSessionsRunningCost(t *testing.T) {
-	sess := &chanSession{ID: "s1"}
+	sess := &convSession{ID: "s1"}
 	cost := 0.4
 	m, _ := turnMetric(metricTurn(sess, `{"totalTokens":1}`), "h", &cost, time.Now())
 	if math.Abs(*m.Turn.CostUSD-0.4) > 1e-9 {
@@ -59,7 +59,7 @@ func TestTurnMetricCostIsTheDeltaOfTheSessionsRunningCost(t *testing.T) {
 
 func TestTurnMetricIsSkippedWithoutUsage(t *testing.T) {
 	for name, usage := range map[string]string{"none": "", "null": "null", "not the ACP shape": `{"inputTokens":"many"}`, "empty": `{}`} {
-		if _, ok := turnMetric(metricTurn(&chanSession{ID: "s"}, usage), "h", nil, time.Now()); ok {
+		if _, ok := turnMetric(metricTurn(&convSession{ID: "s"}, usage), "h", nil, time.Now()); ok {
 			t.Errorf("%s: a metric was built", name)
 		}
 	}

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"cmp"
+	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 
@@ -49,17 +50,18 @@ func noticeRecipients(evs []*nostr.Event, self string) []string {
 	return out
 }
 
-// failureNotice builds the unsigned kind-9 notice for a dead-lettered batch of channel chID in
-// conversation scope, with text as its content. It is threaded under the scope's root (else the
-// last event's root, else the last event) and replies to the last triggering event.
-func failureNotice(chID string, scope scopeKey, evs []*nostr.Event, self, text string) *nostr.Event {
+// failureNotice builds the unsigned kind-9 notice, dated now, for a dead-lettered batch of
+// channel chID in conversation k, with text as its content. It is threaded under the
+// conversation's root (else the last event's root, else the last event) and replies to the last
+// triggering event.
+func failureNotice(chID string, k convKey, evs []*nostr.Event, self, text string, now time.Time) *nostr.Event {
 	last := evs[len(evs)-1]
-	root := cmp.Or(scope.Root, protocol.ParseThread(last.Tags).Root, last.ID)
+	root := cmp.Or(k.Root, protocol.ParseThread(last.Tags).Root, last.ID)
 	tags := nostr.Tags{{"h", chID}}
 	tags = append(tags, protocol.ReplyTags(root, last.ID)...)
 	for _, pk := range noticeRecipients(evs, self) {
 		tags = append(tags, nostr.Tag{"p", pk})
 	}
 	tags = append(tags, nostr.Tag{FailureMarker, "1"})
-	return &nostr.Event{Kind: protocol.KindStreamMessage, Content: text, Tags: tags, CreatedAt: nostr.Now()}
+	return &nostr.Event{Kind: protocol.KindStreamMessage, Content: text, Tags: tags, CreatedAt: nostr.Timestamp(now.Unix())}
 }

@@ -36,7 +36,7 @@ func TestFailureNoticeTagsRequestersNewestFirstNeverSelfNorAnotherNoticesAuthor(
 		signed(t, bob, 9, "b1", in),
 		signed(t, alice, 9, "a2", in),
 	}
-	n := failureNotice(ch, scopeKey{Channel: ch, Root: root.ID}, evs, pk(self), "sorry")
+	n := failureNotice(ch, convKey{Channel: ch, Root: root.ID}, evs, pk(self), "sorry", time.Now())
 	var ps []string
 	marked := false
 	for _, tg := range n.Tags {
@@ -75,7 +75,7 @@ func TestFailureNoticeRecipientsAreCappedAtFifty(t *testing.T) {
 func TestFailureNoticeToATopLevelMentionIsASingleReplyTag(t *testing.T) {
 	const ch = "3f1e2d4c-5b6a-4789-8abc-def012345678"
 	m := signed(t, nostr.GeneratePrivateKey(), 9, "hi", nostr.Tags{{"h", ch}})
-	n := failureNotice(ch, scopeKey{Channel: ch}, []*nostr.Event{m}, "self", "sorry")
+	n := failureNotice(ch, convKey{Channel: ch}, []*nostr.Event{m}, "self", "sorry", time.Now())
 	var es []nostr.Tag
 	for _, tg := range n.Tags {
 		if tg[0] == "e" {
@@ -114,8 +114,8 @@ func TestDeadLetteredBatchNoticeReachesTheRequestersPSubscription(t *testing.T) 
 	defer h.jrnl.Close()
 	req := signed(t, reqSK, 9, "please do the thing", nostr.Tags{{"h", ch}, {"p", agentPK}})
 	srv.Publish(t, reqSK, *req)
-	k := scopeKey{Channel: ch, Root: req.ID}
-	q := NewQueue()
+	k := convKey{Channel: ch, Root: req.ID}
+	q := newTestQueue()
 	q.Push(k, req, time.Now())
 	b, _ := q.Next(time.Now())
 	// Wait for the subscription's stored events to end, so the notice arrives live.
@@ -124,7 +124,7 @@ func TestDeadLetteredBatchNoticeReachesTheRequestersPSubscription(t *testing.T) 
 			break
 		}
 	}
-	h.deadLetter(ctx, turnInput{channel: channel{ID: ch}, scope: k, batch: b, turnID: "t"}, errors.New("agent kept crashing"))
+	h.deadLetter(ctx, turnInput{channel: channel{ID: ch}, conv: k, batch: b, turnID: "t"}, errors.New("agent kept crashing"))
 	h.tasks.Wait()
 	for {
 		select {

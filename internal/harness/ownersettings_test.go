@@ -6,7 +6,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 )
 
-func TestParseOwnerSettingTakesOneValueWithMentionsAround(t *testing.T) {
+func TestParseOwnerCommandTakesOneValueForModelAndModeWithMentionsAround(t *testing.T) {
 	type want struct{ setting, value string }
 	for content, w := range map[string]want{
 		"!model sonnet":                 {settingModel, "sonnet"},
@@ -23,20 +23,22 @@ func TestParseOwnerSettingTakesOneValueWithMentionsAround(t *testing.T) {
 		"!model sonnet opus":            {},
 	} {
 		e := &nostr.Event{Kind: 9, PubKey: ownerPK, Content: content, Tags: nostr.Tags{{"p", agentPK}}}
-		s, v, ok := ParseOwnerSetting(e, ownerPK, agentPK)
+		cmd, _ := ParseOwnerCommand(e, ownerPK, agentPK)
+		s, v := cmd.setting(), cmd.Value
+		ok := s != ""
 		if ok != (w.setting != "") || s != w.setting || v != w.value {
 			t.Errorf("%q: got %q %q %v, want %q %q", content, s, v, ok, w.setting, w.value)
 		}
 	}
 }
 
-func TestParseOwnerSettingIgnoresNonOwnersAndUnmentioned(t *testing.T) {
+func TestParseOwnerCommandIgnoresANonOwnersOrUnmentionedSetting(t *testing.T) {
 	e := &nostr.Event{Kind: 9, PubKey: otherPK, Content: "!model x", Tags: nostr.Tags{{"p", agentPK}}}
-	if _, _, ok := ParseOwnerSetting(e, ownerPK, agentPK); ok {
+	if _, ok := ParseOwnerCommand(e, ownerPK, agentPK); ok {
 		t.Error("a non-owner's !model was recognised")
 	}
 	e = &nostr.Event{Kind: 9, PubKey: ownerPK, Content: "!model x"}
-	if _, _, ok := ParseOwnerSetting(e, ownerPK, agentPK); ok {
+	if _, ok := ParseOwnerCommand(e, ownerPK, agentPK); ok {
 		t.Error("a !model not mentioning the agent was recognised")
 	}
 }

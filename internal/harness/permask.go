@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,17 +29,30 @@ import (
 const DefaultPermissionTimeout = 10 * time.Minute
 
 // permAsker connects permission requests (on ACP reader goroutines) with the turns they belong
-// to (turn goroutines) and the owner's answers (the loop).
+// to (turn goroutines). Open questions live on their conversations, in the loop: ask registers
+// each with the loop (questionChange) before publishing it, and the loop hands the owner's
+// answer to the waiting ask. The asker's own state is the session → turn map and the open
+// questions as written to file; it never holds its lock across I/O.
 type permAsker struct {
-	h *Harness
+	cfg   *Config
+	owner string
+	self  string
+	relay *relayClient
+	feed  turnFeed
+	loop  chan<- questionChange
+	file  *atomicfile.Snapshots
 
-	mu      sync.Mutex
-	turns   map[string]trackedTurn   // ACP session id → the turn prompting it
-	waiting map[scopeKey][]*permWait // open questions per conversation, oldest first
+	mu    sync.Mutex
+	turns map[string]trackedTurn // ACP session id → the turn prompting it
 	// pending is every open question as written to file, so a harness that dies while one waits
 	// can, on its next start, tell the thread the turn was cancelled (and not run it again).
 	pending map[*permWait]pendingQuestion
-	file    string
+	path    string
+}
+
+// turnFeed is where a turn's activity goes (the harness's feed).
+type turnFeed interface {
+	emit(in turnInput, p observer.Payload)
 }
 
 type trackedTurn struct {
@@ -63,18 +76,29 @@ type permWait struct {
 
 type permChoice struct{ optionID, decider string }
 
-// permissionFunc is the ACP client's PermissionFunc: the asker's under --permissions ask, else
-// nil (the allow/deny policy answers).
-func (h *Harness) permissionFunc() func(context.Context, acp.PermissionRequest) (string, error) {
-	if !h.cfg.PermissionsAsk {
-		return nil
-	}
-	return h.asker.ask
+// questionChange tells the loop a question opened (done is closed once it is on its
+// conversation) or closed.
+type questionChange struct {
+	conv convKey
+	w    *permWait
+	open bool
+	done chan struct{}
 }
 
-func newPermAsker(h *Harness) *permAsker {
-	return &permAsker{h: h, turns: map[string]trackedTurn{}, waiting: map[scopeKey][]*permWait{},
-		pending: map[*permWait]pendingQuestion{}, file: filepath.Join(h.cfg.StateDir, "permissions-"+h.agent+".json")}
+func newPermAsker(cfg *Config, self string, relay *relayClient, feed turnFeed, loop chan<- questionChange, path string) *permAsker {
+	p := &permAsker{cfg: cfg, owner: cfg.Owner, self: self, relay: relay, feed: feed, loop: loop,
+		turns: map[string]trackedTurn{}, pending: map[*permWait]pendingQuestion{}, path: path}
+	p.file = atomicfile.NewSnapshots(path, 0o600, p.snapshot, cfg.stateWriteOpts...)
+	return p
+}
+
+// permissionFunc is the ACP client's PermissionFunc: ask under --permissions ask, else nil (the
+// allow/deny policy answers).
+func (p *permAsker) permissionFunc() func(context.Context, acp.PermissionRequest) (string, error) {
+	if p.cfg.Permissions != PermissionsAsk {
+		return nil
+	}
+	return p.ask
 }
 
 // track ties a session to the turn prompting it until the returned func is called.
@@ -96,39 +120,49 @@ func (p *permAsker) ask(ctx context.Context, req acp.PermissionRequest) (string,
 	p.mu.Unlock()
 	in := t.in
 	if in.session == nil || in.session.ID != req.SessionID {
-		in.session = &chanSession{ID: req.SessionID} // the feed places the events in the session
+		in.session = &convSession{ID: req.SessionID} // the feed places the events in the session
 	}
 	tool := describeToolCall(req.ToolCall)
 	if !ok || in.batch == nil || len(req.Options) == 0 {
 		// Not a channel turn (a heartbeat, an initial message): nobody to ask, so no.
 		return rejectOption(req.Options), nil
 	}
-	h := p.h
 	w := &permWait{opts: req.Options, answer: make(chan permChoice, 1)}
 	last := in.batch.Last()
 	root := protocol.ParseThread(last.Tags).Root
 	if root == "" {
 		root = last.ID
 	}
+	// On the conversation before the question is out: an answer can only come after.
+	if !p.tell(ctx, questionChange{conv: in.conv, w: w, open: true, done: make(chan struct{})}) {
+		return "", ctx.Err()
+	}
 	p.mu.Lock()
-	p.waiting[in.scope] = append(p.waiting[in.scope], w)
 	p.pending[w] = pendingQuestion{Channel: in.channel.ID, Root: root, Reply: last.ID, Tool: tool.title, Events: in.batch.IDs()}
-	p.save()
 	p.mu.Unlock()
+	p.file.Mark()
 	keep := false // a question cut short by shutdown stays on file for the next start to report
-	defer func() { p.forget(in.scope, w, keep) }()
+	defer func() {
+		p.tell(context.WithoutCancel(ctx), questionChange{conv: in.conv, w: w})
+		if !keep {
+			p.mu.Lock()
+			delete(p.pending, w)
+			p.mu.Unlock()
+			p.file.Mark()
+		}
+	}()
 
-	h.emit(in, observer.AgentUpdate{Kind: "permission_request", ToolCallID: tool.id, Title: tool.title, Text: clip(tool.input), Status: "asked"})
+	p.feed.emit(in, observer.AgentUpdate{Kind: "permission_request", ToolCallID: tool.id, Title: tool.title, Text: clip(tool.input), Status: "asked"})
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	h.relay.publish(pctx, p.question(in, tool, req.Options))
+	p.relay.publish(pctx, p.question(in, tool, req.Options))
 	cancel()
 
-	timer := time.NewTimer(h.cfg.PermissionTimeout)
+	timer := p.cfg.Clock.NewTimer(p.cfg.PermissionTimeout)
 	defer timer.Stop()
 	var choice permChoice
 	select {
 	case choice = <-w.answer:
-	case <-timer.C:
+	case <-timer.C():
 		choice = permChoice{optionID: rejectOption(req.Options), decider: "timeout"}
 	case <-ctx.Done():
 		choice = permChoice{decider: "cancelled"}
@@ -140,48 +174,61 @@ func (p *permAsker) ask(ctx context.Context, req acp.PermissionRequest) (string,
 			status = o.Kind
 		}
 	}
-	h.log.Info("permission decided", "tool", tool.title, "decision", status, "by", choice.decider, "channel", in.channel.ID, "scope", in.scope.String())
-	h.emit(in, observer.AgentUpdate{Kind: "permission_decision", ToolCallID: tool.id, Title: tool.title, Text: "decided by " + choice.decider, Status: status})
+	p.relay.log.Info("permission decided", "tool", tool.title, "decision", status, "by", choice.decider, "channel", in.channel.ID, "conversation", in.conv.String())
+	p.feed.emit(in, observer.AgentUpdate{Kind: "permission_decision", ToolCallID: tool.id, Title: tool.title, Text: "decided by " + choice.decider, Status: status})
 	return choice.optionID, nil
 }
 
-func (p *permAsker) forget(k scopeKey, w *permWait, keepOnFile bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !keepOnFile {
-		delete(p.pending, w)
-		p.save()
+// tell hands a change to the loop; for an opening one it waits until the loop has it. False
+// means the run (or ctx) ended first.
+func (p *permAsker) tell(ctx context.Context, q questionChange) bool {
+	select {
+	case p.loop <- q:
+	case <-ctx.Done():
+		return false
 	}
-	ws := p.waiting[k]
-	for i, x := range ws {
-		if x == w {
-			ws = append(ws[:i:i], ws[i+1:]...)
-			break
-		}
+	if q.done == nil {
+		return true
 	}
-	if len(ws) == 0 {
-		delete(p.waiting, k)
-	} else {
-		p.waiting[k] = ws
+	select {
+	case <-q.done:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
-// answer takes an owner's message in a conversation with an open question: if it picks one of
-// the question's options it answers the oldest question and reports true (the message is
+// changeQuestion puts a question on its conversation, or takes it off (the loop's side).
+func (h *Harness) changeQuestion(q questionChange) {
+	h.convs.update(q.conv, func(c *conversation) {
+		if q.open {
+			c.questions = append(c.questions, q.w)
+			return
+		}
+		if i := slices.Index(c.questions, q.w); i >= 0 {
+			c.questions = slices.Delete(c.questions, i, i+1)
+		}
+	})
+	if q.done != nil {
+		close(q.done)
+	}
+}
+
+// answerQuestion takes an owner's message in a conversation with an open question: if it picks
+// one of the oldest question's options it answers it and reports true (the message is
 // consumed); anything else is an ordinary message.
-func (p *permAsker) answer(ev *nostr.Event, k scopeKey) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	ws := p.waiting[k]
-	if len(ws) == 0 {
+func (h *Harness) answerQuestion(ev *nostr.Event, k convKey) bool {
+	c := h.convs.get(k)
+	if c == nil || len(c.questions) == 0 {
 		return false
 	}
-	w := ws[0]
+	w := c.questions[0]
 	id := matchOption(ev.Content, w.opts)
 	if id == "" {
 		return false
 	}
-	p.waiting[k] = ws[1:] // answered: a second reply goes to the next question, or is a message
+	// Answered: a second reply goes to the next question, or is a message.
+	h.convs.update(k, func(c *conversation) { c.questions = c.questions[1:] })
 	w.answer <- permChoice{optionID: id, decider: ev.PubKey}
 	return true
 }
@@ -250,9 +297,8 @@ func describeToolCall(raw json.RawMessage) toolCall {
 
 // question is the thread message asking the owner.
 func (p *permAsker) question(in turnInput, tool toolCall, opts []acp.PermissionOption) *nostr.Event {
-	h := p.h
 	var b strings.Builder
-	fmt.Fprintf(&b, "nostr:%s permission needed: %s\n", protocol.Npub(h.cfg.Owner), tool.title)
+	fmt.Fprintf(&b, "nostr:%s permission needed: %s\n", protocol.Npub(p.owner), tool.title)
 	if tool.input != "" {
 		fmt.Fprintf(&b, "```\n%s\n```\n", tool.input)
 	}
@@ -260,59 +306,63 @@ func (p *permAsker) question(in turnInput, tool toolCall, opts []acp.PermissionO
 	for i, o := range opts {
 		fmt.Fprintf(&b, "%d. %s\n", i+1, o.Name)
 	}
-	fmt.Fprintf(&b, "No answer within %s picks the reject option.", h.cfg.PermissionTimeout)
+	fmt.Fprintf(&b, "No answer within %s picks the reject option.", p.cfg.PermissionTimeout)
 	tags := nostr.Tags{{"h", in.channel.ID}}
 	tags = append(tags, threadTags(in.batch.Last())...)
 	// The marker: a turn whose agent dies while asking must not count as answered by its question
 	// (relayClient.answered), and the console shows answer buttons on it.
-	tags = append(tags, nostr.Tag{"p", h.cfg.Owner}, protocol.PermissionRequestTag)
-	return &nostr.Event{Kind: protocol.KindStreamMessage, Content: b.String(), Tags: tags, CreatedAt: nostr.Now()}
+	tags = append(tags, nostr.Tag{"p", p.owner}, protocol.PermissionRequestTag)
+	return &nostr.Event{Kind: protocol.KindStreamMessage, Content: b.String(), Tags: tags, CreatedAt: timestamp(p.cfg.Clock)}
 }
 
-// save writes the open questions (callers hold p.mu); failures are logged: the file only
-// improves what the thread is told after a crash.
-func (p *permAsker) save() {
+// snapshot is the open questions for the file (nothing kept: the file is removed).
+func (p *permAsker) snapshot() ([]byte, bool) {
+	p.mu.Lock()
 	list := make([]pendingQuestion, 0, len(p.pending))
 	for _, q := range p.pending {
 		list = append(list, q)
 	}
+	p.mu.Unlock()
 	if len(list) == 0 {
-		if err := os.Remove(p.file); err != nil && !os.IsNotExist(err) {
-			p.h.log.Warn("permission questions file", "err", err)
-		}
-		return
+		return nil, false
 	}
 	b, _ := json.Marshal(list)
-	if err := atomicfile.WriteFile(p.file, b, 0o600); err != nil {
-		p.h.log.Warn("permission questions file", "err", err)
+	return b, true
+}
+
+// close writes what is pending and stops the file's writer; a failure is logged: the file only
+// improves what the thread is told after a crash.
+func (p *permAsker) close() {
+	if err := p.file.Close(); err != nil {
+		p.relay.log.Warn("permission questions file", "err", err)
 	}
 }
 
 // recover runs at start, before the journal is replayed: a question left open by the previous
 // run means its turn died waiting for the owner. The thread is told, and the turn's events are
-// closed rather than run again (the owner never agreed to what the agent wanted to do).
-func (p *permAsker) recover(ctx context.Context) {
-	b, err := os.ReadFile(p.file)
+// closed (done) rather than run again (the owner never agreed to what the agent wanted to do).
+func (p *permAsker) recover(ctx context.Context, done func(ids ...string)) {
+	b, err := os.ReadFile(p.path)
 	if err != nil {
 		return
 	}
 	var list []pendingQuestion
 	if err := json.Unmarshal(b, &list); err != nil {
-		p.h.log.Warn("permission questions file unreadable; ignoring it", "err", err)
+		p.relay.log.Warn("permission questions file unreadable; ignoring it", "err", err)
 	}
 	for _, q := range list {
-		p.h.log.Warn("a permission question was open when the harness stopped; its turn is cancelled", "channel", q.Channel, "tool", q.Tool)
-		p.h.done(q.Events...)
+		p.relay.log.Warn("a permission question was open when the harness stopped; its turn is cancelled", "channel", q.Channel, "tool", q.Tool)
+		done(q.Events...)
 		tags := nostr.Tags{{"h", q.Channel}}
 		tags = append(tags, protocol.ReplyTags(q.Root, q.Reply)...)
-		tags = append(tags, nostr.Tag{"p", p.h.cfg.Owner})
-		ev := &nostr.Event{Kind: protocol.KindStreamMessage, CreatedAt: nostr.Now(), Tags: tags,
-			Content: fmt.Sprintf("nostr:%s I restarted while waiting for your answer about %s, so that turn was cancelled. Mention me again to retry.", protocol.Npub(p.h.cfg.Owner), q.Tool)}
+		tags = append(tags, nostr.Tag{"p", p.owner})
+		ev := &nostr.Event{Kind: protocol.KindStreamMessage, CreatedAt: timestamp(p.cfg.Clock), Tags: tags,
+			Content: fmt.Sprintf("nostr:%s I restarted while waiting for your answer about %s, so that turn was cancelled. Mention me again to retry.", protocol.Npub(p.owner), q.Tool)}
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		p.h.relay.publish(pctx, ev)
+		p.relay.publish(pctx, ev)
 		cancel()
 	}
-	if err := os.Remove(p.file); err != nil && !os.IsNotExist(err) {
-		p.h.log.Warn("permission questions file", "err", err)
+	if err := os.Remove(p.path); err != nil && !os.IsNotExist(err) {
+		p.relay.log.Warn("permission questions file", "err", err)
 	}
 }

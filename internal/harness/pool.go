@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/buzz-harness/buzz/internal/acp"
+	"github.com/buzz-harness/buzz/internal/clock"
 	"github.com/buzz-harness/buzz/internal/observer"
 	"github.com/buzz-harness/buzz/internal/protocol"
 )
@@ -23,8 +24,9 @@ const (
 	breakerOpen   = 5 * time.Minute
 )
 
-// slot is one agent process and the conversation sessions it holds. The loop owns every field;
-// while busy, a turn goroutine owns only the chanSession it was handed.
+// slot is one agent process. The loop owns every field; the conversations' live sessions on it
+// are kept by the conversations (conversation.sessions), and while busy, a turn goroutine owns
+// only the session it was handed.
 type slot struct {
 	idx      int
 	gen      int // bumps on every spawn, so late news about an old process is ignored
@@ -33,36 +35,20 @@ type slot struct {
 	ready    bool
 	starting bool
 	busy     bool
-	sessions map[scopeKey]*chanSession
 	// heartbeat is the session heartbeats run in (no channel identity).
-	heartbeat *chanSession
-	pending   map[scopeKey]bool // scopes whose session must be dropped when the turn returns
+	heartbeat *convSession
 	crashes   []time.Time
 	retryAt   time.Time
 	attempt   int
 }
 
-// invalidate drops the slot's session for a scope; for a busy slot the drop is deferred to the
-// turn's return. It reports whether a session was known.
-func (s *slot) invalidate(k scopeKey, busy bool) bool {
-	_, had := s.sessions[k]
-	if busy {
-		if s.pending == nil {
-			s.pending = map[scopeKey]bool{}
-		}
-		s.pending[k] = true
-		return had
-	}
-	delete(s.sessions, k)
-	return had
-}
-
 type spawnResult struct {
-	slot *slot
-	gen  int
-	proc *acp.Process
-	init *acp.InitializeResult
-	err  error
+	slot  *slot
+	gen   int
+	proc  *acp.Process
+	init  *acp.InitializeResult
+	start uint64 // the process's start time (reap.go), read off the loop
+	err   error
 	// exited: a ready agent's process ended (sent by the watcher that adopt starts).
 	exited bool
 }
@@ -74,11 +60,11 @@ type pool struct {
 	cfg     *Config
 	client  acp.ClientConfig // callbacks and policy every agent's ACP client gets
 	log     *slog.Logger
-	now     func() time.Time
+	clock   clock.Clock
 	tasks   *sync.WaitGroup
 	slots   []*slot
 	spawned chan spawnResult // spawn attempts and process exits, for the loop
-	record  string           // where the live agents' process groups are recorded (reap.go)
+	record  *agentRecord     // the live agents' process groups, on file (reap.go)
 }
 
 // startAll creates the slots and starts every agent.
@@ -101,7 +87,11 @@ func (p *pool) startSpawn(ctx context.Context, s *slot) {
 			_ = proc.Kill()
 			proc = nil
 		}
-		p.report(ctx, spawnResult{slot: s, gen: gen, proc: proc, init: init, err: err})
+		r := spawnResult{slot: s, gen: gen, proc: proc, init: init, err: err}
+		if proc != nil {
+			r.start, _ = procStartTime(proc.Pid())
+		}
+		p.report(ctx, r)
 	})
 }
 
@@ -135,7 +125,7 @@ func (p *pool) launch(ctx context.Context, idx int) (*acp.Process, *acp.Initiali
 }
 
 func permissionPolicy(cfg *Config) acp.PermissionPolicy {
-	if cfg.PermissionsDeny {
+	if cfg.Permissions == PermissionsDeny {
 		return acp.PermissionDeny
 	}
 	return acp.PermissionAllow
@@ -172,7 +162,7 @@ func agentEnv(cfg *Config) []string {
 func (p *pool) adopt(ctx context.Context, s *slot, proc *acp.Process, init *acp.InitializeResult) {
 	s.starting = false
 	s.proc, s.ready, s.attempt = proc, true, 0
-	s.sessions, s.pending, s.heartbeat = map[scopeKey]*chanSession{}, nil, nil
+	s.heartbeat = nil
 	s.ident = AgentIdentity{
 		Name:             init.AgentName,
 		Version:          init.AgentVersion,
@@ -192,17 +182,20 @@ func (p *pool) adopt(ctx context.Context, s *slot, proc *acp.Process, init *acp.
 	})
 }
 
-// forget kills a slot's process (if any) and drops its sessions; news of it is ignored from now.
+// forget kills a slot's process (if any) without waiting for it to be reaped, and drops its
+// heartbeat session; news of the process is ignored from now (its exit watcher reports to a
+// generation that is gone). The conversations' sessions on it are the caller's to drop.
 func (p *pool) forget(s *slot) {
 	if s.proc != nil {
-		_ = s.proc.Kill()
+		s.proc.Abort()
+		p.record.drop(s.idx)
 	}
-	s.proc, s.ready, s.sessions, s.pending, s.heartbeat = nil, false, nil, nil, nil
+	s.proc, s.ready, s.heartbeat = nil, false, nil
 	s.gen++
 }
 
 func (p *pool) scheduleRespawn(s *slot) {
-	now := p.now()
+	now := p.clock.Now()
 	s.crashes = append(s.crashes, now)
 	for len(s.crashes) > 0 && now.Sub(s.crashes[0]) > breakerWindow {
 		s.crashes = s.crashes[1:]
@@ -227,16 +220,16 @@ func (p *pool) respawnDelay(attempt int) time.Duration {
 }
 
 // maintain respawns slots whose backoff has passed and closes sessions idle past the TTL.
-func (p *pool) maintain(ctx context.Context) {
-	now := p.now()
-	for _, s := range p.slots {
-		if !s.busy {
-			for k, sess := range s.sessions {
-				if now.Sub(sess.lastUsed) >= p.cfg.ConversationSessionIdleTTL {
-					p.closeSession(ctx, s, k, "idle")
-				}
+func (p *pool) maintain(ctx context.Context, convs *conversations) {
+	now := p.clock.Now()
+	convs.each(func(c *conversation) {
+		for s, sess := range c.sessions {
+			if !s.busy && now.Sub(sess.lastUsed) >= p.cfg.ConversationSessionIdleTTL {
+				p.closeSession(ctx, c, s, "idle")
 			}
 		}
+	})
+	for _, s := range p.slots {
 		if !s.ready && !s.starting && !s.busy && !s.retryAt.IsZero() && !now.Before(s.retryAt) {
 			s.retryAt = time.Time{}
 			p.startSpawn(ctx, s)
@@ -244,14 +237,19 @@ func (p *pool) maintain(ctx context.Context) {
 	}
 }
 
-// claim picks an idle ready slot for a scope, preferring one that already holds its session.
-func (p *pool) claim(k scopeKey) *slot {
+// claim picks an idle ready slot for conversation k, preferring one that already holds its
+// session; the zero k takes any.
+func (p *pool) claim(convs *conversations, k convKey) *slot {
+	var held map[*slot]*convSession
+	if c := convs.get(k); c != nil {
+		held = c.sessions
+	}
 	var first *slot
 	for _, s := range p.slots {
 		if !s.ready || s.busy {
 			continue
 		}
-		if _, ok := s.sessions[k]; ok {
+		if _, ok := held[s]; ok {
 			return s
 		}
 		if first == nil {
@@ -261,64 +259,40 @@ func (p *pool) claim(k scopeKey) *slot {
 	return first
 }
 
-func (p *pool) idle() bool { return p.claim(scopeKey{}) != nil }
-
-// heldElsewhere reports whether a slot other than s holds a live session for k.
-func (p *pool) heldElsewhere(k scopeKey, s *slot) bool {
-	for _, o := range p.slots {
-		if _, ok := o.sessions[k]; ok && o != s {
+func (p *pool) idle() bool {
+	for _, s := range p.slots {
+		if s.ready && !s.busy {
 			return true
 		}
 	}
 	return false
 }
 
-// dropSessions forgets every slot's session for k (a busy slot's when its turn returns) and
-// reports whether any slot had one.
-func (p *pool) dropSessions(k scopeKey) bool {
-	had := false
-	for _, s := range p.slots {
-		if s.invalidate(k, s.busy) {
-			had = true
-		}
-	}
-	return had
-}
-
-// dropChannel forgets every slot's sessions of a channel's conversations (the agent left it).
-func (p *pool) dropChannel(channelID string) {
-	for _, s := range p.slots {
-		for k := range s.sessions {
-			if k.channelID() == channelID {
-				s.invalidate(k, s.busy)
-			}
-		}
-	}
-}
-
 // makeRoom closes an idle slot's least recently used sessions until a new one fits under
 // --max-cached-conversation-sessions. Call it before a turn opens a session on s.
-func (p *pool) makeRoom(ctx context.Context, s *slot) {
-	for len(s.sessions) >= p.cfg.MaxCachedConversationSessions {
-		var oldest scopeKey
+func (p *pool) makeRoom(ctx context.Context, convs *conversations, s *slot) {
+	live := convs.slotSessions(s)
+	for len(live) >= p.cfg.MaxCachedConversationSessions {
+		var oldest convKey
 		var at time.Time
 		first := true
-		for k, sess := range s.sessions {
+		for k, sess := range live {
 			if first || sess.lastUsed.Before(at) || sess.lastUsed.Equal(at) && k.String() < oldest.String() {
 				oldest, at, first = k, sess.lastUsed, false
 			}
 		}
-		p.closeSession(ctx, s, oldest, "lru")
+		delete(live, oldest)
+		convs.update(oldest, func(c *conversation) { p.closeSession(ctx, c, s, "lru") })
 	}
 }
 
-// closeSession retires a live session of an idle slot: it leaves the slot (ACP session/close
-// off the loop when the agent advertises it; otherwise it is just dropped) but stays in the
-// session store, so the conversation's next turn loads it again.
-func (p *pool) closeSession(ctx context.Context, s *slot, k scopeKey, why string) {
-	sess := s.sessions[k]
-	delete(s.sessions, k)
-	p.log.Info("session closed", "slot", s.idx, "scope", k.String(), "session", sess.ID, "why", why, "rpc", s.ident.Close)
+// closeSession retires a conversation's live session on an idle slot: it leaves the slot (ACP
+// session/close off the loop when the agent advertises it; otherwise it is just dropped) but
+// stays in the session store, so the conversation's next turn loads it again.
+func (p *pool) closeSession(ctx context.Context, c *conversation, s *slot, why string) {
+	sess := c.sessions[s]
+	c.setSession(s, nil)
+	p.log.Info("session closed", "slot", s.idx, "conversation", c.key.String(), "session", sess.ID, "why", why, "rpc", s.ident.Close)
 	if !s.ident.Close || s.proc == nil {
 		return
 	}
@@ -360,14 +334,16 @@ func (p *pool) discardUnadopted() {
 func (h *Harness) finishSpawn(ctx context.Context, r spawnResult) {
 	s := r.slot
 	if r.exited {
-		if r.gen == s.gen {
-			h.handleExit(s)
+		// A busy slot's exit is its turn's to handle; one still starting has not been adopted.
+		if r.gen == s.gen && !s.busy && s.ready {
+			h.log.Warn("agent exited while idle; respawning", "slot", s.idx)
+			h.crashed(s)
 		}
 		return
 	}
 	if r.gen != s.gen {
 		if r.proc != nil {
-			_ = r.proc.Kill()
+			r.proc.Abort()
 		}
 		return
 	}
@@ -383,21 +359,15 @@ func (h *Harness) finishSpawn(ctx context.Context, r spawnResult) {
 		"route", DecideRoute(s.ident), "loadSession", s.ident.LoadSession, "resume", s.ident.Resume)
 	h.bus.Publish(observer.Scope{}, observer.AgentSpawned{
 		Slot: s.idx, PID: r.proc.Pid(), AgentName: s.ident.Name, AgentVersion: s.ident.Version, Route: string(DecideRoute(s.ident))})
-	h.pool.recordAgents()
-}
-
-// handleExit reacts to an agent process ending while idle (a busy one is handled by its turn).
-func (h *Harness) handleExit(s *slot) {
-	if s.busy || !s.ready {
-		return
+	if r.start != 0 {
+		h.pool.record.put(s.idx, agentProc{PID: r.proc.Pid(), StartTime: r.start})
 	}
-	h.log.Warn("agent exited while idle; respawning", "slot", s.idx)
-	h.crashed(s)
 }
 
 // crashed forgets a slot's process and sessions and schedules a respawn.
 func (h *Harness) crashed(s *slot) {
 	h.pool.forget(s)
+	h.convs.forgetSlot(s)
 	h.bus.Publish(observer.Scope{}, observer.AgentExited{Slot: s.idx})
 	h.pool.scheduleRespawn(s)
 }

@@ -4,78 +4,89 @@ import (
 	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/buzz-harness/buzz/internal/clock"
 )
 
 func TestRespawnBacksOffThenCircuitOpensAfterThreeCrashesInAMinute(t *testing.T) {
-	now := t0
+	clk := clock.NewFake(t0)
 	p := &pool{cfg: &Config{RespawnBackoff: func(n int) time.Duration { return time.Duration(n) * time.Second }},
-		now: func() time.Time { return now }, log: slog.New(slog.DiscardHandler)}
+		clock: clk, log: slog.New(slog.DiscardHandler)}
 	s := &slot{}
 	p.scheduleRespawn(s)
-	if got := s.retryAt.Sub(now); got != time.Second {
+	if got := s.retryAt.Sub(clk.Now()); got != time.Second {
 		t.Fatalf("first respawn in %v, want the backoff's 1s", got)
 	}
-	now = now.Add(10 * time.Second)
+	clk.Advance(10 * time.Second)
 	p.scheduleRespawn(s)
-	if got := s.retryAt.Sub(now); got != 2*time.Second {
+	if got := s.retryAt.Sub(clk.Now()); got != 2*time.Second {
 		t.Fatalf("second respawn in %v, want 2s", got)
 	}
-	now = now.Add(10 * time.Second)
+	clk.Advance(10 * time.Second)
 	p.scheduleRespawn(s)
-	if got := s.retryAt.Sub(now); got != breakerOpen {
+	if got := s.retryAt.Sub(clk.Now()); got != breakerOpen {
 		t.Fatalf("third crash within a minute: respawn in %v, want the open circuit's %v", got, breakerOpen)
 	}
 }
 
 func TestCrashesSpreadOverMoreThanAMinuteDoNotOpenTheCircuit(t *testing.T) {
-	now := t0
+	clk := clock.NewFake(t0)
 	p := &pool{cfg: &Config{RespawnBackoff: func(int) time.Duration { return time.Second }},
-		now: func() time.Time { return now }, log: slog.New(slog.DiscardHandler)}
+		clock: clk, log: slog.New(slog.DiscardHandler)}
 	s := &slot{}
 	for range 5 {
 		p.scheduleRespawn(s)
-		if got := s.retryAt.Sub(now); got != time.Second {
+		if got := s.retryAt.Sub(clk.Now()); got != time.Second {
 			t.Fatalf("respawn in %v with crashes 40s apart, want 1s", got)
 		}
-		now = now.Add(40 * time.Second)
+		clk.Advance(40 * time.Second)
 	}
 }
 
 func TestLiveSessionBoundsCloseLeastRecentlyUsedAndIdle(t *testing.T) {
-	now := t0
+	clk := clock.NewFake(t0)
 	p := &pool{cfg: &Config{MaxCachedConversationSessions: 2, ConversationSessionIdleTTL: time.Minute},
-		now: func() time.Time { return now }, log: slog.New(slog.DiscardHandler)}
-	a, b := scopeKey{"c", "a"}, scopeKey{"c", "b"}
-	s := &slot{ready: true, sessions: map[scopeKey]*chanSession{
-		a: {ID: "sa", lastUsed: now.Add(-10 * time.Second)},
-		b: {ID: "sb", lastUsed: now.Add(-5 * time.Second)},
-	}}
+		clock: clk, log: slog.New(slog.DiscardHandler)}
+	convs := newConversations(clk.Now, func() float64 { return 1 })
+	a, b := convKey{Channel: "c", Root: "a"}, convKey{Channel: "c", Root: "b"}
+	s := &slot{ready: true}
+	convs.update(a, func(c *conversation) {
+		c.setSession(s, &convSession{ID: "sa", lastUsed: clk.Now().Add(-10 * time.Second)})
+	})
+	convs.update(b, func(c *conversation) {
+		c.setSession(s, &convSession{ID: "sb", lastUsed: clk.Now().Add(-5 * time.Second)})
+	})
 	p.slots = []*slot{s}
-	p.makeRoom(t.Context(), s) // a third session is about to open: the least recently used goes
-	if _, ok := s.sessions[a]; ok || len(s.sessions) != 1 {
-		t.Fatalf("after makeRoom: %v; want only b", s.sessions)
+	p.makeRoom(t.Context(), convs, s) // a third session is about to open: the least recently used goes
+	if live := convs.slotSessions(s); live[a] != nil || len(live) != 1 {
+		t.Fatalf("after makeRoom: %v; want only b", live)
 	}
-	now = now.Add(54 * time.Second) // b idle 59 s: kept
-	p.maintain(t.Context())
-	if len(s.sessions) != 1 {
+	clk.Advance(54 * time.Second) // b idle 59 s: kept
+	p.maintain(t.Context(), convs)
+	if len(convs.slotSessions(s)) != 1 {
 		t.Fatal("a session idle under the TTL was closed")
 	}
-	now = now.Add(time.Second) // b idle 60 s: closed
-	p.maintain(t.Context())
-	if len(s.sessions) != 0 {
+	clk.Advance(time.Second) // b idle 60 s: closed
+	p.maintain(t.Context(), convs)
+	if len(convs.slotSessions(s)) != 0 {
 		t.Fatal("a session idle for the TTL is still live")
+	}
+	if convs.get(b) != nil {
+		t.Fatal("a conversation with nothing left is still in the table")
 	}
 }
 
 func TestBusySlotKeepsIdleSessionsUntilItsTurnEnds(t *testing.T) {
-	now := t0
+	clk := clock.NewFake(t0)
 	p := &pool{cfg: &Config{MaxCachedConversationSessions: 8, ConversationSessionIdleTTL: time.Minute},
-		now: func() time.Time { return now }, log: slog.New(slog.DiscardHandler)}
-	s := &slot{ready: true, busy: true, sessions: map[scopeKey]*chanSession{{"c", "a"}: {ID: "sa", lastUsed: now}}}
+		clock: clk, log: slog.New(slog.DiscardHandler)}
+	convs := newConversations(clk.Now, func() float64 { return 1 })
+	s := &slot{ready: true, busy: true}
+	convs.update(convKey{Channel: "c", Root: "a"}, func(c *conversation) { c.setSession(s, &convSession{ID: "sa", lastUsed: clk.Now()}) })
 	p.slots = []*slot{s}
-	now = now.Add(time.Hour)
-	p.maintain(t.Context())
-	if len(s.sessions) != 1 {
+	clk.Advance(time.Hour)
+	p.maintain(t.Context(), convs)
+	if len(convs.slotSessions(s)) != 1 {
 		t.Fatal("maintain closed a session of a busy slot")
 	}
 }

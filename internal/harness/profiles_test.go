@@ -8,6 +8,7 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/buzz-harness/buzz/internal/clock"
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/relay/relaytest"
 )
@@ -26,9 +27,9 @@ func TestStaleProfileLabelsThePromptAndIsRefreshedAfterIt(t *testing.T) {
 	}
 	start := time.Now()
 	setName("alice", start)
-	now := start
+	clk := clock.NewFake(start)
 	rc := memoryClient(r.URL, agentSK, "") // a bridge without retry delays
-	rc.now = func() time.Time { return now }
+	rc.clock = clk
 	ctx := context.Background()
 	batch := []nostr.Event{{PubKey: authorPK, Kind: 9, Tags: nostr.Tags{}}}
 	label := func(wantStale bool) string {
@@ -44,7 +45,7 @@ func TestStaleProfileLabelsThePromptAndIsRefreshedAfterIt(t *testing.T) {
 		t.Fatalf("first label %q, want alice (fetched: never seen)", got)
 	}
 	setName("alice2", start.Add(time.Second))
-	now = now.Add(profileTTL)
+	clk.Advance(profileTTL)
 	if got := label(true); got != "alice" {
 		t.Fatalf("label past the TTL %q, want the cached alice", got)
 	}
@@ -56,7 +57,7 @@ func TestStaleProfileLabelsThePromptAndIsRefreshedAfterIt(t *testing.T) {
 		t.Fatalf("label after the refresh %q, want alice2", got)
 	}
 
-	now = now.Add(profileTTL)
+	clk.Advance(profileTTL)
 	r.Stop()
 	if got := label(true); got != "alice2" {
 		t.Fatalf("label past the TTL with the relay down %q, want alice2", got)

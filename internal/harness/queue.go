@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -10,8 +9,8 @@ import (
 	"github.com/buzz-harness/buzz/internal/prompt"
 )
 
-// Queue limits, as upstream: a batch drains at most maxBatch events; a channel holds at most
-// maxQueued (oldest dropped); after maxAttempts failed turns a batch is dead-lettered.
+// Queue limits, as upstream: a batch drains at most maxBatch events; a conversation holds at
+// most maxQueued (oldest dropped); after maxAttempts failed turns a batch is dead-lettered.
 const (
 	maxBatch    = 50
 	maxQueued   = 500
@@ -28,7 +27,7 @@ type queued struct {
 
 // Batch is what one turn prompts with: events of one conversation, sorted by created_at.
 type Batch struct {
-	Scope scopeKey
+	Conv convKey
 	// Items are every event the turn answers: first the Carried events of a turn cancelled to
 	// merge a new message (steer.go), then the new ones, each part sorted by created_at.
 	Items      []queued
@@ -59,7 +58,9 @@ func (b *Batch) IDs() []string {
 // Last returns the newest event, which decides scope and reply anchor.
 func (b *Batch) Last() *nostr.Event { return b.Items[len(b.Items)-1].Event }
 
-type channelQueue struct {
+// convQueue is a conversation's queue: at most one batch in flight; the conversation whose
+// oldest event arrived first goes next (conversations.NextWhere).
+type convQueue struct {
 	items []queued
 	// carried are the events of a turn cancelled to merge newer ones; they lead the next batch.
 	carried    []queued
@@ -70,207 +71,201 @@ type channelQueue struct {
 	notBefore  time.Time
 }
 
-// Queue is the per-conversation FIFO: at most one batch in flight per conversation (a thread, or
-// a whole channel); the conversation whose oldest event arrived first goes next. It is not safe
-// for concurrent use: the harness loop owns it.
-type Queue struct {
-	chans  map[scopeKey]*channelQueue
-	jitter func() float64 // in [0.8, 1.2]; injectable for tests
+// idle: nothing waiting, nothing in flight, no retry state.
+func (q *convQueue) idle() bool {
+	return !q.inFlight && len(q.items) == 0 && len(q.carried) == 0 && q.attempts == 0 && q.quotaWaits == 0
 }
 
-// NewQueue returns an empty queue.
-func NewQueue() *Queue {
-	return &Queue{chans: map[scopeKey]*channelQueue{}, jitter: func() float64 { return 0.8 + 0.4*rand.Float64() }}
-}
+func (q *convQueue) waiting() int { return len(q.items) + len(q.carried) }
 
-func (q *Queue) ch(id scopeKey) *channelQueue {
-	c := q.chans[id]
-	if c == nil {
-		c = &channelQueue{}
-		q.chans[id] = c
-	}
-	return c
-}
+// The queue operations, on the conversation table. Each changes one conversation through
+// update, so a conversation left with nothing is forgotten.
 
 // Push appends an accepted event. It reports the event dropped to respect the cap, if any.
-func (q *Queue) Push(channelID scopeKey, ev *nostr.Event, now time.Time) (dropped *nostr.Event) {
-	c := q.ch(channelID)
-	c.items = append(c.items, queued{Event: ev, ReceivedAt: now})
-	if len(c.items) > maxQueued {
-		dropped = c.items[0].Event
-		c.items = c.items[1:]
-	}
+func (t *conversations) Push(k convKey, ev *nostr.Event, now time.Time) (dropped *nostr.Event) {
+	t.update(k, func(c *conversation) {
+		q := &c.q
+		q.items = append(q.items, queued{Event: ev, ReceivedAt: now})
+		if len(q.items) > maxQueued {
+			dropped = q.items[0].Event
+			q.items = q.items[1:]
+		}
+	})
 	return dropped
 }
 
-// PushFront puts an event at the head of its channel (journal replay of an interrupted batch).
-func (q *Queue) PushFront(channelID scopeKey, ev *nostr.Event, now time.Time) {
-	c := q.ch(channelID)
-	c.items = append([]queued{{Event: ev, ReceivedAt: now}}, c.items...)
+// PushFront puts an event at the head of its conversation (journal replay of an interrupted
+// batch, a steer the agent did not take).
+func (t *conversations) PushFront(k convKey, ev *nostr.Event, receivedAt time.Time) {
+	t.update(k, func(c *conversation) {
+		c.q.items = append([]queued{{Event: ev, ReceivedAt: receivedAt}}, c.q.items...)
+	})
 }
 
-// Next picks the ready channel with the oldest head event, drains up to maxBatch events sorted
-// by created_at, and marks the channel in flight. ok is false when nothing is ready.
-func (q *Queue) Next(now time.Time) (b *Batch, ok bool) { return q.NextWhere(now, nil) }
+// Next picks the ready conversation with the oldest head event, drains up to maxBatch events
+// sorted by created_at, and marks it in flight. ok is false when nothing is ready.
+func (t *conversations) Next(now time.Time) (b *Batch, ok bool) { return t.NextWhere(now, nil) }
 
 // NextWhere is Next among the conversations ready also says may start now (nil: all).
-func (q *Queue) NextWhere(now time.Time, ready func(scopeKey) bool) (b *Batch, ok bool) {
-	var best scopeKey
+func (t *conversations) NextWhere(now time.Time, ready func(*conversation) bool) (b *Batch, ok bool) {
+	var best *conversation
 	var bestAt time.Time
-	found := false
-	for id, c := range q.chans {
-		if c.inFlight || len(c.items)+len(c.carried) == 0 || now.Before(c.notBefore) {
+	for _, c := range t.m {
+		q := &c.q
+		if q.inFlight || q.waiting() == 0 || now.Before(q.notBefore) {
 			continue
 		}
-		if ready != nil && !ready(id) {
+		if ready != nil && !ready(c) {
 			continue
 		}
-		head := c.head()
-		if !found || head.Before(bestAt) || (head.Equal(bestAt) && id.String() < best.String()) {
-			best, bestAt, found = id, head, true
+		head := q.head()
+		if best == nil || head.Before(bestAt) || (head.Equal(bestAt) && c.key.String() < best.key.String()) {
+			best, bestAt = c, head
 		}
 	}
-	if !found {
+	if best == nil {
 		return nil, false
 	}
-	c := q.chans[best]
-	n := min(len(c.items), maxBatch)
-	items := slices.Clone(c.items[:n])
-	c.items = c.items[n:]
-	// Relays replay newest-first; the prompt's last event must be the newest.
-	slices.SortStableFunc(items, func(a, b queued) int { return int(a.Event.CreatedAt) - int(b.Event.CreatedAt) })
-	c.inFlight = true
-	b = &Batch{Scope: best, Items: items, Attempt: c.attempts, QuotaWaits: c.quotaWaits}
-	if len(c.carried) > 0 {
-		// With nothing new to fold in, the carried events are simply the batch again.
-		if len(items) > 0 {
-			b.Carried, b.Reason = len(c.carried), c.reason
-		}
-		b.Items = append(c.carried, items...)
-		c.carried = nil
-	}
+	t.update(best.key, func(c *conversation) { b = c.q.next(c.key) })
 	return b, true
 }
 
-// head is when the conversation's oldest waiting event arrived.
-func (c *channelQueue) head() time.Time {
-	if len(c.carried) > 0 {
-		return c.carried[0].ReceivedAt
+// next takes the conversation's next batch and marks it in flight.
+func (q *convQueue) next(k convKey) *Batch {
+	n := min(len(q.items), maxBatch)
+	items := slices.Clone(q.items[:n])
+	q.items = q.items[n:]
+	// Relays replay newest-first; the prompt's last event must be the newest.
+	slices.SortStableFunc(items, func(a, b queued) int { return int(a.Event.CreatedAt) - int(b.Event.CreatedAt) })
+	q.inFlight = true
+	b := &Batch{Conv: k, Items: items, Attempt: q.attempts, QuotaWaits: q.quotaWaits}
+	if len(q.carried) > 0 {
+		// With nothing new to fold in, the carried events are simply the batch again.
+		if len(items) > 0 {
+			b.Carried, b.Reason = len(q.carried), q.reason
+		}
+		b.Items = append(q.carried, items...)
+		q.carried = nil
 	}
-	return c.items[0].ReceivedAt
+	return b
+}
+
+// head is when the conversation's oldest waiting event arrived.
+func (q *convQueue) head() time.Time {
+	if len(q.carried) > 0 {
+		return q.carried[0].ReceivedAt
+	}
+	return q.items[0].ReceivedAt
 }
 
 // Carry ends a turn cancelled so newer events can join it: its events lead the conversation's
 // next batch, framed by reason, and the conversation may run again at once.
-func (q *Queue) Carry(b *Batch, reason prompt.MergeReason) {
-	c := q.ch(b.Scope)
-	c.inFlight = false
-	c.carried = slices.Clone(b.Items)
-	c.reason = reason
+func (t *conversations) Carry(b *Batch, reason prompt.MergeReason) {
+	t.update(b.Conv, func(c *conversation) {
+		c.q.inFlight = false
+		c.q.carried = slices.Clone(b.Items)
+		c.q.reason = reason
+	})
 }
 
 // Take removes a queued event (a native steer hands it to the running turn instead).
-func (q *Queue) Take(k scopeKey, id string) (queued, bool) {
-	if c := q.chans[k]; c != nil {
-		for i, it := range c.items {
-			if it.Event.ID == id {
-				c.items = slices.Delete(c.items, i, i+1)
-				return it, true
+func (t *conversations) Take(k convKey, id string) (it queued, ok bool) {
+	if t.get(k) == nil {
+		return queued{}, false
+	}
+	t.update(k, func(c *conversation) {
+		for i, x := range c.q.items {
+			if x.Event.ID == id {
+				c.q.items = slices.Delete(c.q.items, i, i+1)
+				it, ok = x, true
+				return
 			}
 		}
-	}
-	return queued{}, false
+	})
+	return it, ok
 }
 
-// Complete ends a successful turn: the channel may run again and its failure count resets.
-func (q *Queue) Complete(channelID scopeKey) {
-	c := q.ch(channelID)
-	c.inFlight = false
-	c.attempts, c.quotaWaits = 0, 0
-	c.notBefore = time.Time{}
-	q.prune(channelID, c)
-}
-
-// prune forgets an idle, empty conversation: threads come and go, the queue must not grow with
-// every thread ever seen.
-func (q *Queue) prune(k scopeKey, c *channelQueue) {
-	if !c.inFlight && len(c.items) == 0 && len(c.carried) == 0 && c.attempts == 0 && c.quotaWaits == 0 {
-		delete(q.chans, k)
-	}
+// Complete ends a successful turn: the conversation may run again and its failure count resets.
+func (t *conversations) Complete(k convKey) {
+	t.update(k, func(c *conversation) {
+		c.q.inFlight = false
+		c.q.attempts, c.q.quotaWaits = 0, 0
+		c.q.notBefore = time.Time{}
+	})
 }
 
 // Requeue puts a failed batch back at the front with backoff. After maxAttempts failures it
 // returns deadLetter = true and the batch is not requeued: the caller sends a failure notice.
-func (q *Queue) Requeue(b *Batch, now time.Time) (deadLetter bool) {
-	c := q.ch(b.Scope)
-	c.inFlight = false
-	c.attempts++
-	if c.attempts >= maxAttempts {
-		c.attempts = 0
-		c.notBefore = time.Time{}
-		return true
-	}
-	d := retryBase << (c.attempts - 1)
-	if d > retryCap || d <= 0 {
-		d = retryCap
-	}
-	c.notBefore = now.Add(time.Duration(float64(d) * q.jitter()))
-	c.items = append(slices.Clone(b.Items), c.items...)
-	if len(c.items) > maxQueued {
-		c.items = c.items[len(c.items)-maxQueued:]
-	}
-	return false
+func (t *conversations) Requeue(b *Batch, now time.Time) (deadLetter bool) {
+	t.update(b.Conv, func(c *conversation) {
+		q := &c.q
+		q.inFlight = false
+		q.attempts++
+		if q.attempts >= maxAttempts {
+			q.attempts = 0
+			q.notBefore = time.Time{}
+			deadLetter = true
+			return
+		}
+		d := retryBase << (q.attempts - 1)
+		if d > retryCap || d <= 0 {
+			d = retryCap
+		}
+		q.notBefore = now.Add(time.Duration(float64(d) * t.jitter()))
+		q.items = append(slices.Clone(b.Items), q.items...)
+		if len(q.items) > maxQueued {
+			q.items = q.items[len(q.items)-maxQueued:]
+		}
+	})
+	return deadLetter
 }
 
 // RequeueAt puts a failed batch back to wait until at — a provider named when its quota
 // resets — without counting the failure: waiting out a quota is not the batch's fault.
-func (q *Queue) RequeueAt(b *Batch, at time.Time) {
-	c := q.ch(b.Scope)
-	c.inFlight = false
-	c.quotaWaits++
-	c.notBefore = at
-	c.items = append(slices.Clone(b.Items), c.items...)
+func (t *conversations) RequeueAt(b *Batch, at time.Time) {
+	t.update(b.Conv, func(c *conversation) {
+		c.q.inFlight = false
+		c.q.quotaWaits++
+		c.q.notBefore = at
+		c.q.items = append(slices.Clone(b.Items), c.q.items...)
+	})
 }
 
 // Return puts a batch back at the front without counting a failure (no agent was free, or the
 // agent died for reasons unrelated to this batch).
-func (q *Queue) Return(b *Batch) {
-	c := q.ch(b.Scope)
-	c.inFlight = false
-	c.items = append(slices.Clone(b.Items), c.items...)
+func (t *conversations) Return(b *Batch) {
+	t.update(b.Conv, func(c *conversation) {
+		c.q.inFlight = false
+		c.q.items = append(slices.Clone(b.Items), c.q.items...)
+	})
 }
 
 // Drop ends an in-flight batch without requeueing it (owner cancel or rotate).
-func (q *Queue) Drop(channelID scopeKey) {
-	c := q.ch(channelID)
-	c.inFlight = false
-	q.prune(channelID, c)
+func (t *conversations) Drop(k convKey) {
+	t.update(k, func(c *conversation) { c.q.inFlight = false })
 }
 
 // Drain removes every queued event of a channel, in all its conversations (the agent left it),
 // and returns them.
-func (q *Queue) Drain(channelID string) []*nostr.Event {
+func (t *conversations) Drain(channelID string) []*nostr.Event {
 	var out []*nostr.Event
-	for k, c := range q.chans {
-		if k.Channel != channelID {
-			continue
-		}
-		for _, it := range append(c.carried, c.items...) {
+	t.inChannel(channelID, func(c *conversation) {
+		for _, it := range append(c.q.carried, c.q.items...) {
 			out = append(out, it.Event)
 		}
-		c.items, c.carried = nil, nil
-		if !c.inFlight {
-			delete(q.chans, k)
+		c.q.items, c.q.carried = nil, nil
+		if !c.q.inFlight {
+			c.q.attempts, c.q.quotaWaits, c.q.notBefore = 0, 0, time.Time{}
 		}
-	}
+	})
 	return out
 }
 
-// InFlight reports how many of a channel's conversations have a turn running.
-func (q *Queue) InFlight(channelID string) int {
+// InFlight reports how many of a channel's conversations have a batch in flight.
+func (t *conversations) InFlight(channelID string) int {
 	n := 0
-	for k, c := range q.chans {
-		if k.Channel == channelID && c.inFlight {
+	for k, c := range t.m {
+		if k.Channel == channelID && c.q.inFlight {
 			n++
 		}
 	}
@@ -278,20 +273,20 @@ func (q *Queue) InFlight(channelID string) int {
 }
 
 // Len reports queued (not in-flight) events of a channel, over all its conversations.
-func (q *Queue) Len(channelID string) int {
+func (t *conversations) Len(channelID string) int {
 	n := 0
-	for k, c := range q.chans {
+	for k, c := range t.m {
 		if k.Channel == channelID {
-			n += len(c.items) + len(c.carried)
+			n += c.q.waiting()
 		}
 	}
 	return n
 }
 
 // Pending reports whether any conversation has queued events.
-func (q *Queue) Pending() bool {
-	for _, c := range q.chans {
-		if len(c.items)+len(c.carried) > 0 {
+func (t *conversations) Pending() bool {
+	for _, c := range t.m {
+		if c.q.waiting() > 0 {
 			return true
 		}
 	}

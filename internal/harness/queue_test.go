@@ -5,32 +5,32 @@ import (
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/buzz-harness/buzz/internal/protocol"
 )
 
 func ev(id string, created int64) *nostr.Event {
 	return &nostr.Event{ID: id, CreatedAt: nostr.Timestamp(created), Kind: 9}
 }
 
-func newTestQueue() *Queue {
-	q := NewQueue()
-	q.jitter = func() float64 { return 1 }
-	return q
+func newTestQueue() *conversations {
+	return newConversations(time.Now, func() float64 { return 1 })
 }
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func TestQueueRunsOneBatchPerChannelAtATime(t *testing.T) {
 	q := newTestQueue()
-	q.Push(channelScope("a"), ev("1", 1), t0)
+	q.Push(protocol.ChannelConversation("a"), ev("1", 1), t0)
 	b, ok := q.Next(t0)
-	if !ok || b.Scope != channelScope("a") {
+	if !ok || b.Conv != protocol.ChannelConversation("a") {
 		t.Fatalf("first Next = %v %v", b, ok)
 	}
-	q.Push(channelScope("a"), ev("2", 2), t0)
+	q.Push(protocol.ChannelConversation("a"), ev("2", 2), t0)
 	if _, ok := q.Next(t0); ok {
 		t.Fatal("second batch for an in-flight channel was handed out")
 	}
-	q.Complete(channelScope("a"))
+	q.Complete(protocol.ChannelConversation("a"))
 	if b, ok := q.Next(t0); !ok || b.IDs()[0] != "2" {
 		t.Fatalf("after Complete, Next = %v %v", b, ok)
 	}
@@ -38,18 +38,18 @@ func TestQueueRunsOneBatchPerChannelAtATime(t *testing.T) {
 
 func TestQueuePicksChannelWithOldestHead(t *testing.T) {
 	q := newTestQueue()
-	q.Push(channelScope("late"), ev("l", 1), t0.Add(2*time.Second))
-	q.Push(channelScope("early"), ev("e", 1), t0.Add(time.Second))
+	q.Push(protocol.ChannelConversation("late"), ev("l", 1), t0.Add(2*time.Second))
+	q.Push(protocol.ChannelConversation("early"), ev("e", 1), t0.Add(time.Second))
 	b, _ := q.Next(t0.Add(3 * time.Second))
-	if b.Scope != channelScope("early") {
-		t.Fatalf("picked %s, want early", b.Scope)
+	if b.Conv != protocol.ChannelConversation("early") {
+		t.Fatalf("picked %s, want early", b.Conv)
 	}
 }
 
 func TestQueueSortsBatchByCreatedAtAndCapsAtFifty(t *testing.T) {
 	q := newTestQueue()
 	for i := 60; i > 0; i-- { // newest first, as a relay replays
-		q.Push(channelScope("a"), ev(string(rune('A'+i%26))+time.Duration(i).String(), int64(i)), t0)
+		q.Push(protocol.ChannelConversation("a"), ev(string(rune('A'+i%26))+time.Duration(i).String(), int64(i)), t0)
 	}
 	b, _ := q.Next(t0)
 	if len(b.Items) != maxBatch {
@@ -67,7 +67,7 @@ func TestQueueSortsBatchByCreatedAtAndCapsAtFifty(t *testing.T) {
 
 func TestQueueRequeueBacksOffThenDeadLettersAfterTenFailures(t *testing.T) {
 	q := newTestQueue()
-	q.Push(channelScope("a"), ev("1", 1), t0)
+	q.Push(protocol.ChannelConversation("a"), ev("1", 1), t0)
 	now := t0
 	for attempt := 1; attempt < maxAttempts; attempt++ {
 		b, ok := q.Next(now)
@@ -100,7 +100,7 @@ func TestQueueRequeueBacksOffThenDeadLettersAfterTenFailures(t *testing.T) {
 
 func TestQueueReturnKeepsEventsWithoutPenalty(t *testing.T) {
 	q := newTestQueue()
-	q.Push(channelScope("a"), ev("1", 1), t0)
+	q.Push(protocol.ChannelConversation("a"), ev("1", 1), t0)
 	b, _ := q.Next(t0)
 	q.Return(b)
 	if b2, ok := q.Next(t0); !ok || b2.IDs()[0] != "1" || b2.Attempt != 0 {
@@ -112,7 +112,7 @@ func TestQueueDropsOldestOverCap(t *testing.T) {
 	q := newTestQueue()
 	var dropped *nostr.Event
 	for i := 0; i <= maxQueued; i++ {
-		dropped = q.Push(channelScope("a"), ev(time.Duration(i).String(), int64(i)), t0)
+		dropped = q.Push(protocol.ChannelConversation("a"), ev(time.Duration(i).String(), int64(i)), t0)
 	}
 	if dropped == nil || dropped.ID != time.Duration(0).String() {
 		t.Fatalf("dropped %v, want the oldest", dropped)
@@ -141,7 +141,7 @@ func TestQuotaResetParsesWaitsProvidersName(t *testing.T) {
 
 func TestQueueRequeueAtWaitsWithoutCountingAFailure(t *testing.T) {
 	q := newTestQueue()
-	q.Push(channelScope("a"), ev("1", 1), t0)
+	q.Push(protocol.ChannelConversation("a"), ev("1", 1), t0)
 	b, _ := q.Next(t0)
 	q.RequeueAt(b, t0.Add(time.Hour))
 	if _, ok := q.Next(t0.Add(59 * time.Minute)); ok {

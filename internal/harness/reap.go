@@ -2,10 +2,14 @@ package harness
 
 import (
 	"encoding/json"
+	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/buzz-harness/buzz/internal/atomicfile"
@@ -27,60 +31,115 @@ func agentsFile(stateDir, agent string) string {
 	return filepath.Join(stateDir, "agents-"+agent+".json")
 }
 
-// recordAgents writes the live agents' process groups.
-func (p *pool) recordAgents() {
-	var procs []agentProc
-	for _, s := range p.slots {
-		if s.proc == nil {
-			continue
-		}
-		if st, ok := procStartTime(s.proc.Pid()); ok {
-			procs = append(procs, agentProc{PID: s.proc.Pid(), StartTime: st})
-		}
+// agentRecord keeps the agents file in step with the live agent processes. The loop puts and
+// drops processes (memory only); the file is written by its own writer, never on the loop.
+type agentRecord struct {
+	path  string
+	log   *slog.Logger
+	file  *atomicfile.Snapshots
+	mu    sync.Mutex
+	procs map[int]agentProc // by slot
+}
+
+func newAgentRecord(path string, log *slog.Logger, opts ...atomicfile.Option) *agentRecord {
+	r := &agentRecord{path: path, log: log, procs: map[int]agentProc{}}
+	r.file = atomicfile.NewSnapshots(path, 0o600, r.snapshot, opts...)
+	return r
+}
+
+func (r *agentRecord) snapshot() ([]byte, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	procs := make([]agentProc, 0, len(r.procs))
+	for _, slot := range slices.Sorted(maps.Keys(r.procs)) {
+		procs = append(procs, r.procs[slot])
 	}
 	raw, _ := json.Marshal(procs)
-	if err := atomicfile.WriteFile(p.record, raw, 0o600); err != nil {
-		p.log.Warn("cannot record agent processes", "err", err)
+	return raw, true
+}
+
+// put records slot's live process.
+func (r *agentRecord) put(slot int, a agentProc) {
+	r.mu.Lock()
+	r.procs[slot] = a
+	r.mu.Unlock()
+	r.file.Mark()
+}
+
+// drop forgets slot's process (killed; a later record shows it gone).
+func (r *agentRecord) drop(slot int) {
+	r.mu.Lock()
+	_, had := r.procs[slot]
+	delete(r.procs, slot)
+	r.mu.Unlock()
+	if had {
+		r.file.Mark()
+	}
+}
+
+// close writes what is pending and stops the writer.
+func (r *agentRecord) close() {
+	if err := r.file.Close(); err != nil {
+		r.log.Warn("cannot record agent processes", "err", err)
 	}
 }
 
 // reapOrphans kills the process groups of agents a previous harness left running and says how
 // many it killed.
 func (p *pool) reapOrphans() (killed int) {
-	raw, err := os.ReadFile(p.record)
+	raw, err := os.ReadFile(p.record.path)
 	if err != nil {
 		return 0
 	}
 	var procs []agentProc
 	if json.Unmarshal(raw, &procs) != nil {
-		p.log.Warn("ignoring unreadable agent process record", "path", p.record)
+		p.log.Warn("ignoring unreadable agent process record", "path", p.record.path)
 		return 0
 	}
 	for _, a := range procs {
-		if st, ok := procStartTime(a.PID); ok && st == a.StartTime {
-			p.log.Warn("killing agent left running by a previous buzz-acp", "pid", a.PID)
-			_ = syscall.Kill(-a.PID, syscall.SIGKILL)
-			killed++
+		st, ok := readProcStat(a.PID)
+		if !ok || st.start != a.StartTime {
+			continue
 		}
+		// A zombie leader is dead already (its parent, the killed harness, never reaped it);
+		// what it started may still run in its group, so the group is killed either way.
+		if st.zombie {
+			p.log.Debug("killing the process group of an agent that already exited", "pid", a.PID)
+		} else {
+			p.log.Warn("killing agent left running by a previous buzz-acp", "pid", a.PID)
+		}
+		_ = syscall.Kill(-a.PID, syscall.SIGKILL)
+		killed++
 	}
 	return killed
 }
 
 // procStartTime reads a process's start time (clock ticks since boot).
 func procStartTime(pid int) (uint64, bool) {
+	st, ok := readProcStat(pid)
+	return st.start, ok
+}
+
+type procStat struct {
+	start  uint64 // clock ticks since boot
+	zombie bool   // exited, not yet reaped
+}
+
+// readProcStat reads what /proc/<pid>/stat says of a process's start and state.
+func readProcStat(pid int) (procStat, bool) {
 	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, false
+		return procStat{}, false
 	}
 	s := string(raw)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, false
+		return procStat{}, false
 	}
 	f := strings.Fields(s[i+1:]) // f[0] is field 3 (state); starttime is field 22
 	if len(f) < 20 {
-		return 0, false
+		return procStat{}, false
 	}
 	n, err := strconv.ParseUint(f[19], 10, 64)
-	return n, err == nil
+	return procStat{start: n, zombie: f[0] == "Z"}, err == nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/buzz-harness/buzz/internal/client"
+	"github.com/buzz-harness/buzz/internal/clock"
 	"github.com/buzz-harness/buzz/internal/prompt"
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/protocol/engram"
@@ -28,7 +29,7 @@ type relayClient struct {
 	self     string // the agent's pubkey hex
 	cfg      *Config
 	log      *slog.Logger
-	now      func() time.Time
+	clock    clock.Clock
 	profiles profileCache
 	// discoverPage and discoverPages override discoverPage and maxDiscoverPages (tests page
 	// through a few channels at a time).
@@ -112,7 +113,7 @@ func (rc *relayClient) query(ctx context.Context, filters ...nostr.Filter) ([]no
 
 // renderTurn fetches what the prompt needs (thread or conversation context, profiles) and renders
 // it; stale are the profiles to refresh once the prompt is out (profileLabels).
-func (rc *relayClient) renderTurn(ctx context.Context, in turnInput, sess *chanSession) (r prompt.Rendered, stale []string) {
+func (rc *relayClient) renderTurn(ctx context.Context, in turnInput, sess *convSession) (r prompt.Rendered, stale []string) {
 	evs := make([]nostr.Event, len(in.batch.Items))
 	for i, it := range in.batch.Items {
 		evs[i] = *it.Event
@@ -135,7 +136,7 @@ func (rc *relayClient) renderTurn(ctx context.Context, in turnInput, sess *chanS
 		}
 	}
 	sess.opening = nil // only the first prompt of a session can use it
-	pin.Context = rc.fetchContext(ctx, in.channel, contextRoot(in.scope, &last))
+	pin.Context = rc.fetchContext(ctx, in.channel, contextRoot(in.conv, &last))
 	pin.Profiles, stale = rc.profileLabels(ctx, evs, pin.Context)
 	return prompt.Build(pin), stale
 }
@@ -143,7 +144,7 @@ func (rc *relayClient) renderTurn(ctx context.Context, in turnInput, sess *chanS
 // contextRoot is the thread whose messages a prompt shows: the conversation's own thread under
 // the thread policy (none while its root is the newest event: nothing has been said in it yet),
 // else the newest event's NIP-10 root.
-func contextRoot(k scopeKey, last *nostr.Event) string {
+func contextRoot(k convKey, last *nostr.Event) string {
 	if k.Root != "" {
 		if k.Root == last.ID {
 			return ""
@@ -250,7 +251,7 @@ func (rc *relayClient) profileLabels(ctx context.Context, evs []nostr.Event, w *
 			want[e.PubKey] = true
 		}
 	}
-	now := rc.now()
+	now := rc.clock.Now()
 	labels = map[string]prompt.Profile{}
 	var missing []string
 	rc.profiles.mu.Lock()
@@ -300,7 +301,7 @@ func (rc *relayClient) fetchProfiles(ctx context.Context, pks []string) map[stri
 			fetched[e.PubKey] = parseProfile(&e)
 		}
 	}
-	now := rc.now()
+	now := rc.clock.Now()
 	out := make(map[string]prompt.Profile, len(pks))
 	rc.profiles.mu.Lock()
 	defer rc.profiles.mu.Unlock()
@@ -336,6 +337,15 @@ func parseProfile(e *nostr.Event) prompt.Profile {
 		}
 	}
 	return prompt.Profile{Label: label, IsAgent: agent}
+}
+
+// publishLater publishes from a goroutine of tasks, bounded by ten seconds (and by the run).
+func (rc *relayClient) publishLater(ctx context.Context, tasks *sync.WaitGroup, ev *nostr.Event) {
+	tasks.Go(func() {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		rc.publish(pctx, ev)
+	})
 }
 
 // publish sends one event through the bridge; failures are logged, never retried.

@@ -9,15 +9,17 @@ import (
 	"time"
 
 	"github.com/buzz-harness/buzz/internal/acp"
+	"github.com/buzz-harness/buzz/internal/clock"
 	"github.com/buzz-harness/buzz/internal/observer"
 	"github.com/buzz-harness/buzz/internal/prompt"
+	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/sessionstore"
 )
 
 const gooseSystemPromptMethod = "_goose/unstable/session/system-prompt/set"
 
-// chanSession is one ACP session for a channel, with what has been delivered to it.
-type chanSession struct {
+// convSession is one ACP session of a conversation, with what has been delivered to it.
+type convSession struct {
 	ID           string
 	Route        Route
 	StandingSent bool
@@ -45,8 +47,8 @@ var errResumeRefused = errors.New("session resume refused")
 
 // sessionFeed is where session opening reports what it did.
 type sessionFeed interface {
-	emitSession(in turnInput, sess *chanSession, p observer.Payload)
-	emitSystemPrompt(in turnInput, sess *chanSession, standing prompt.Standing, blocks []string)
+	emitSession(in turnInput, sess *convSession, p observer.Payload)
+	emitSystemPrompt(in turnInput, sess *convSession, standing prompt.Standing, blocks []string)
 }
 
 // sessionOpener opens a conversation's ACP session on an agent: it resumes the remembered one
@@ -58,14 +60,13 @@ type sessionOpener struct {
 	relay *relayClient
 	feed  sessionFeed
 	log   *slog.Logger
-	now   func() time.Time
-	owner ownerSettings // !model / !mode choices per conversation
+	clock clock.Clock
 }
 
 // sessionSpec is what decides a session's parameters.
 type sessionSpec struct {
 	channel *channel // nil: a heartbeat session, which has no channel identity
-	scope   scopeKey // the conversation the session serves
+	conv    convKey  // the conversation the session serves
 	route   Route
 	system  string // standing context text, for the routes that carry it in the parameters
 	fresh   bool   // the owner rotated: _meta.freshSession
@@ -86,11 +87,11 @@ func (o *sessionOpener) params(spec sessionSpec) acp.SessionParams {
 		if ch.Type != "unknown" && ch.Type != "" {
 			p.Meta["channelType"] = ch.Type
 		}
-		k := spec.scope
+		k := spec.conv
 		if k.Channel == "" {
-			k = channelScope(ch.ID)
+			k = protocol.ChannelConversation(ch.ID)
 		}
-		p.Meta["buzz"] = map[string]any{"conversationId": k.conversationID()}
+		p.Meta["buzz"] = map[string]any{"conversationId": k.ID()}
 	}
 	if spec.fresh {
 		p.Meta["freshSession"] = true
@@ -126,11 +127,11 @@ func (o *sessionOpener) sessionTitle(ch channel) string {
 // open returns the turn's session and what goose's probe found, if it ran. A definite refusal
 // of the remembered session forgets it and opens a new one in the same turn; an indeterminate
 // failure returns errResumeLost.
-func (o *sessionOpener) open(ctx context.Context, in turnInput) (*chanSession, ProbeState, error) {
+func (o *sessionOpener) open(ctx context.Context, in turnInput) (*convSession, ProbeState, error) {
 	route := DecideRoute(in.ident)
 	standing := o.relay.standing(ctx, in.channel, true)
-	spec := sessionSpec{channel: &in.channel, scope: in.scope, route: route, system: standing.SystemPrompt(o.cfg.AgentCwd), fresh: in.fresh}
-	if rec, ok := o.store.Get(in.scope.String(), o.cfg.storeScope()); ok && !in.fresh && !in.noResume && (in.ident.Resume || in.ident.LoadSession) {
+	spec := sessionSpec{channel: &in.channel, conv: in.conv, route: route, system: standing.SystemPrompt(o.cfg.AgentCwd), fresh: in.fresh}
+	if rec, ok := o.store.Get(in.conv, o.cfg.sessionOrigin()); ok && !in.fresh && !in.noResume && (in.ident.Resume || in.ident.LoadSession) {
 		sess, err := o.resume(ctx, in, spec, rec.SessionID, standing)
 		if !errors.Is(err, errResumeRefused) {
 			return sess, ProbeUnknown, err
@@ -140,7 +141,7 @@ func (o *sessionOpener) open(ctx context.Context, in turnInput) (*chanSession, P
 }
 
 // resume asks the agent for the remembered session id. errResumeRefused means open a new one.
-func (o *sessionOpener) resume(ctx context.Context, in turnInput, spec sessionSpec, id string, standing prompt.Standing) (*chanSession, error) {
+func (o *sessionOpener) resume(ctx context.Context, in turnInput, spec sessionSpec, id string, standing prompt.Standing) (*convSession, error) {
 	ch := in.channel
 	params := o.params(spec)
 	params.SessionID = id
@@ -156,10 +157,10 @@ func (o *sessionOpener) resume(ctx context.Context, in turnInput, spec sessionSp
 	var rpc *acp.RPCError
 	switch {
 	case err == nil:
-		_ = o.store.Touch(in.scope.String(), o.now())
-		sess := &chanSession{ID: id, Route: spec.route, Delivered: map[string]bool{}, Resumed: true, opening: &standing, state: state}
+		o.store.Touch(in.conv, o.clock.Now())
+		sess := &convSession{ID: id, Route: spec.route, Delivered: map[string]bool{}, Resumed: true, opening: &standing, state: state}
 		o.feed.emitSession(in, sess, observer.SessionResumed{SessionID: id, Method: method})
-		if err := o.applyOnOpen(ctx, in.proc, in.scope, sess); err != nil {
+		if err := o.applyOnOpen(ctx, in.proc, in.want, sess); err != nil {
 			return nil, err // the agent stopped answering: the loop respawns it
 		}
 		if spec.route.SystemRole() && spec.route != RouteGoose && spec.system != "" {
@@ -167,8 +168,8 @@ func (o *sessionOpener) resume(ctx context.Context, in turnInput, spec sessionSp
 		}
 		return sess, nil
 	case errors.As(err, &rpc):
-		o.log.Info("resume refused; starting a new session", "channel", ch.ID, "scope", in.scope.String(), "session", id, "err", err)
-		_ = o.store.Remove(in.scope.String())
+		o.log.Info("resume refused; starting a new session", "channel", ch.ID, "conversation", in.conv.String(), "session", id, "err", err)
+		o.store.Remove(in.conv)
 		o.feed.emitSession(in, nil, observer.SessionResumeFailed{SessionID: id, Reason: err.Error()})
 		return nil, errResumeRefused
 	case ctx.Err() != nil:
@@ -177,21 +178,21 @@ func (o *sessionOpener) resume(ctx context.Context, in turnInput, spec sessionSp
 		o.feed.emitSession(in, nil, observer.SessionResumeFailed{SessionID: id, Reason: err.Error(), Retry: true})
 		return nil, fmt.Errorf("%w: %w", errResumeLost, err)
 	default:
-		o.log.Warn("resume failed twice; starting a new session", "channel", ch.ID, "scope", in.scope.String(), "err", err)
-		_ = o.store.Remove(in.scope.String())
+		o.log.Warn("resume failed twice; starting a new session", "channel", ch.ID, "conversation", in.conv.String(), "err", err)
+		o.store.Remove(in.conv)
 		o.feed.emitSession(in, nil, observer.SessionResumeFailed{SessionID: id, Reason: err.Error()})
 		return nil, err // the agent is gone; the loop respawns and the retry opens a new session
 	}
 }
 
 // create opens a new session, remembers it, and briefs it by its route.
-func (o *sessionOpener) create(ctx context.Context, in turnInput, spec sessionSpec, standing prompt.Standing) (*chanSession, ProbeState, error) {
+func (o *sessionOpener) create(ctx context.Context, in turnInput, spec sessionSpec, standing prompt.Standing) (*convSession, ProbeState, error) {
 	id, state, err := in.proc.NewSessionState(ctx, o.params(spec))
 	if err != nil {
 		return nil, ProbeUnknown, err
 	}
-	sess := &chanSession{ID: id, Route: spec.route, Delivered: map[string]bool{}, opening: &standing, state: state}
-	if err := o.applyOnOpen(ctx, in.proc, in.scope, sess); err != nil {
+	sess := &convSession{ID: id, Route: spec.route, Delivered: map[string]bool{}, opening: &standing, state: state}
+	if err := o.applyOnOpen(ctx, in.proc, in.want, sess); err != nil {
 		return nil, ProbeUnknown, err // the agent stopped answering: the loop respawns it
 	}
 	probe := ProbeUnknown
@@ -203,8 +204,8 @@ func (o *sessionOpener) create(ctx context.Context, in turnInput, spec sessionSp
 			sess.Route = RouteUserMessage
 		}
 	}
-	now := o.now()
-	if err := o.store.Put(in.scope.String(), sessionstore.Record{
+	now := o.clock.Now()
+	if err := o.store.Put(in.conv, sessionstore.Record{
 		SessionID: id, RelayURL: o.cfg.primaryRelay(), AgentCommand: o.cfg.commandLine(), CreatedAt: now, LastUsedAt: now,
 	}); err != nil {
 		o.log.Warn("session store", "err", err)
@@ -239,7 +240,7 @@ func probeGoose(ctx context.Context, proc *acp.Process, sessionID, text string) 
 
 // initialMessage sends --initial-message as its own first prompt of a new session, with the
 // standing sections in front for user-message agents (which then count as briefed).
-func (o *sessionOpener) initialMessage(ctx context.Context, in turnInput, sess *chanSession, standing prompt.Standing) error {
+func (o *sessionOpener) initialMessage(ctx context.Context, in turnInput, sess *convSession, standing prompt.Standing) error {
 	body := o.cfg.InitialMessage
 	if !sess.Route.SystemRole() {
 		body = prompt.PrependStanding(standing, body)
@@ -260,9 +261,9 @@ func (c *Config) commandLine() string {
 	return strings.Join(append([]string{c.AgentCommand}, c.AgentArgs...), " ")
 }
 
-// storeScope is what a remembered session must match to be resumed: the same relay and agent.
-func (c *Config) storeScope() sessionstore.Scope {
-	return sessionstore.Scope{RelayURL: c.primaryRelay(), AgentCommand: c.commandLine()}
+// sessionOrigin is what a remembered session must match to be resumed: the same relay and agent.
+func (c *Config) sessionOrigin() sessionstore.Origin {
+	return sessionstore.Origin{RelayURL: c.primaryRelay(), AgentCommand: c.commandLine()}
 }
 
 // promptOptions are the timeouts of every session/prompt.

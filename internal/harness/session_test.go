@@ -13,7 +13,7 @@ import (
 func TestSessionParamsCarryChannelIdentityTitleAndFreshInOneMeta(t *testing.T) {
 	o := &sessionOpener{cfg: &Config{AgentCwd: "/work", SessionTitle: "helper"}}
 	ch := &channel{ID: "c1", Name: "general", Type: "stream"}
-	p := o.params(sessionSpec{channel: ch, scope: scopeKey{Channel: "c1", Root: "r1"}, route: RouteUserMessage, system: "ignored here", fresh: true})
+	p := o.params(sessionSpec{channel: ch, conv: convKey{Channel: "c1", Root: "r1"}, route: RouteUserMessage, system: "ignored here", fresh: true})
 	if p.Cwd != "/work" || p.SystemPrompt != nil {
 		t.Fatalf("cwd %q, systemPrompt %v", p.Cwd, p.SystemPrompt)
 	}

@@ -106,7 +106,7 @@ func (h *Harness) admit(ctx context.Context, c *channel, ev *nostr.Event) gateVe
 	if !h.gate.siblingsCount(c.Type) {
 		return gateDrop
 	}
-	if sib, ok := h.siblings.cache.get(ev.PubKey, h.now()); ok {
+	if sib, ok := h.siblings.cache.get(ev.PubKey, h.clock.Now()); ok {
 		if sib {
 			return gateAccept
 		}
@@ -138,12 +138,12 @@ func (h *Harness) finishSiblingLookup(ctx context.Context, r siblingCheck) {
 		h.log.Warn("sibling lookup failed; treating the author as a stranger", "author", r.author, "err", r.err)
 	}
 	h.log.Debug("sibling lookup", "author", r.author, "sibling", r.sibling)
-	h.siblings.cache.put(r.author, r.sibling, ttl, h.now())
+	h.siblings.cache.put(r.author, r.sibling, ttl, h.clock.Now())
 	held := h.siblings.held[r.author]
 	delete(h.siblings.held, r.author)
 	for _, ev := range held {
 		chID, _ := protocol.ChannelID(ev.Tags)
-		c := h.channels[chID]
+		c := h.chans.byID[chID]
 		switch {
 		case c == nil: // left meanwhile
 		case r.sibling:

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -79,25 +78,13 @@ const (
 // supporting it (the event goes back to the queue and the turn is cancelled and merged).
 const steerTimeout = 30 * time.Second
 
-// liveTurn is the loop's view of a running turn. The turn goroutine only ever sets session.
-type liveTurn struct {
-	proc      *acp.Process
-	steerable bool      // initialize advertised _meta.steering.supported
-	startedAt time.Time // when the batch went in flight (its journal mark)
-	ownSecond bool      // no earlier turn of the conversation ended in startedAt's second (turnEnds)
-	session   atomic.Pointer[string]
-
-	merge   *prompt.MergeReason // a cancel-and-merge was asked (interrupt wins over steer)
-	steered []queued            // events the agent took into this turn natively
-}
-
 // steerResult is a native steer call's answer, for the loop.
 type steerResult struct {
-	scope scopeKey
-	turn  *liveTurn
-	item  queued
-	err   error
-	ok    bool // the agent took the message into the running turn
+	conv convKey
+	turn *turn
+	item queued
+	err  error
+	ok   bool // the agent took the message into the running turn
 }
 
 // runIDs tracks goose's active run id per session (session_info_update _meta.goose.activeRunId):
@@ -141,12 +128,6 @@ func (r *runIDs) get(sessionID string) string {
 	return r.ids[sessionID]
 }
 
-// onAgentUpdate sees every session/update first for run ids, then feeds the activity stream.
-func (h *Harness) onAgentUpdate(u acp.SessionUpdate) {
-	h.runIDs.observe(u)
-	h.onUpdate(u)
-}
-
 // advertisesSteering reports initialize's _meta.steering.supported.
 func advertisesSteering(init *acp.InitializeResult) bool {
 	var s struct {
@@ -157,21 +138,22 @@ func advertisesSteering(init *acp.InitializeResult) bool {
 
 // dropWhileBusy applies --dedup drop: an event for a conversation whose turn runs is finished
 // unanswered. It reports whether the event was dropped.
-func (h *Harness) dropWhileBusy(k scopeKey, ev *nostr.Event) bool {
-	if h.cfg.Dedup != DedupDrop || h.inflight[k] == nil {
+func (h *Harness) dropWhileBusy(k convKey, ev *nostr.Event) bool {
+	if c := h.convs.get(k); h.cfg.Dedup != DedupDrop || c == nil || c.turn == nil {
 		return false
 	}
 	h.done(ev.ID)
-	h.log.Info("dropped: its conversation's turn is running (--dedup drop)", "channel", k.channelID(), "scope", k.String(), "event", ev.ID)
+	h.log.Info("dropped: its conversation's turn is running (--dedup drop)", "channel", k.Channel, "conversation", k.String(), "event", ev.ID)
 	return true
 }
 
 // midTurn applies --multiple-event-handling to an event just queued for conversation k.
-func (h *Harness) midTurn(ctx context.Context, k scopeKey, ev *nostr.Event) {
-	t := h.turns[k]
-	if t == nil || h.inflight[k] == nil {
+func (h *Harness) midTurn(ctx context.Context, k convKey, ev *nostr.Event) {
+	c := h.convs.get(k)
+	if c == nil || c.turn == nil {
 		return
 	}
+	t := c.turn
 	reason := prompt.ReasonSteer
 	switch h.cfg.MultipleEventHandling {
 	case HandleQueue:
@@ -191,19 +173,19 @@ func (h *Harness) midTurn(ctx context.Context, k scopeKey, ev *nostr.Event) {
 
 // cancelToMerge stops the running turn so its events and the new ones go out as one prompt on
 // the same session. The event that asked stays queued: it joins the carried batch.
-func (h *Harness) cancelToMerge(k scopeKey, t *liveTurn, reason prompt.MergeReason) {
+func (h *Harness) cancelToMerge(k convKey, t *turn, reason prompt.MergeReason) {
 	if t.merge == nil || reason == prompt.ReasonInterrupt {
 		t.merge = &reason
 	}
-	h.log.Info("new message during a turn: cancelling it to merge", "channel", k.channelID(), "scope", k.String(), "interrupt", reason == prompt.ReasonInterrupt)
-	h.inflight[k](errMerge)
+	h.log.Info("new message during a turn: cancelling it to merge", "channel", k.Channel, "conversation", k.String(), "interrupt", reason == prompt.ReasonInterrupt)
+	t.cancel(errMerge)
 }
 
 // steerNatively hands ev to the running turn when its agent has a steering method and the turn's
 // prompt is out. The event leaves the queue; it is journalled in flight with the turn's batch
 // only once the agent took it (finishSteer), so a crash during the call replays it on its own
 // (at worst answered twice, never lost). It reports whether a steer call was started.
-func (h *Harness) steerNatively(ctx context.Context, k scopeKey, t *liveTurn, ev *nostr.Event) bool {
+func (h *Harness) steerNatively(ctx context.Context, k convKey, t *turn, ev *nostr.Event) bool {
 	sid := t.session.Load()
 	if sid == nil {
 		return false
@@ -216,13 +198,13 @@ func (h *Harness) steerNatively(ctx context.Context, k scopeKey, t *liveTurn, ev
 	} else {
 		return false
 	}
-	it, ok := h.queue.Take(k, ev.ID)
+	it, ok := h.convs.Take(k, ev.ID)
 	if !ok {
 		return false
 	}
 	params["prompt"] = []acp.ContentBlock{acp.TextBlock(prompt.SteerText(*ev, ""))}
 	proc := t.proc
-	h.log.Info("steering the running turn", "channel", k.channelID(), "scope", k.String(), "event", ev.ID, "method", method)
+	h.log.Info("steering the running turn", "channel", k.Channel, "conversation", k.String(), "event", ev.ID, "method", method)
 	h.tasks.Go(func() {
 		cctx, cancel := context.WithTimeout(ctx, steerTimeout)
 		defer cancel()
@@ -230,14 +212,14 @@ func (h *Harness) steerNatively(ctx context.Context, k scopeKey, t *liveTurn, ev
 			Outcome string `json:"outcome"`
 		}
 		err := proc.Call(cctx, method, params, &res)
-		r := steerResult{scope: k, turn: t, item: it, err: err}
+		r := steerResult{conv: k, turn: t, item: it, err: err}
 		// _session/steering names its outcome; goose's method answers an empty success.
 		r.ok = err == nil && (method == methodGooseSteer || res.Outcome == "injected" || res.Outcome == "startedNewTurn")
 		if err == nil && !r.ok {
 			r.err = fmt.Errorf("steer outcome %q", res.Outcome)
 		}
 		select {
-		case h.steers <- r:
+		case h.inbox.steers <- r:
 		case <-ctx.Done():
 		}
 	})
@@ -250,33 +232,34 @@ func (h *Harness) steerNatively(ctx context.Context, k scopeKey, t *liveTurn, ev
 // assumed to cover it). Not supported (method missing, transport failure, an outcome we do not
 // know) also cancels the turn to merge; any other agent error does not.
 func (h *Harness) finishSteer(r steerResult) {
-	t, k := r.turn, r.scope
-	live := h.turns[k] == t
+	t, k := r.turn, r.conv
+	c := h.convs.get(k)
+	live := c != nil && c.turn == t
 	if r.ok && live {
 		if err := h.jrnl.InFlight(t.startedAt, t.ownSecond, r.item.Event.ID); err != nil {
 			h.log.Warn("journal", "err", err)
 		}
 		t.steered = append(t.steered, r.item)
-		h.log.Info("steered into the running turn", "channel", k.channelID(), "scope", k.String(), "event", r.item.Event.ID)
+		h.log.Info("steered into the running turn", "channel", k.Channel, "conversation", k.String(), "event", r.item.Event.ID)
 		return
 	}
 	if r.err == nil {
 		r.err = errors.New("the turn ended before the steer was answered")
 	}
-	h.log.Info("native steer not taken; the event goes back to the queue", "channel", k.channelID(), "scope", k.String(), "event", r.item.Event.ID, "err", r.err)
-	h.queue.PushFront(k, r.item.Event, r.item.ReceivedAt)
+	h.log.Info("native steer not taken; the event goes back to the queue", "channel", k.Channel, "conversation", k.String(), "event", r.item.Event.ID, "err", r.err)
+	h.convs.PushFront(k, r.item.Event, r.item.ReceivedAt)
 	// A transport failure, an outcome we do not know, or no such method: not supported.
 	var rpc *acp.RPCError
 	unsupported := !errors.As(r.err, &rpc) || rpc.Code == acp.CodeMethodNotFound
-	if live && unsupported && h.inflight[k] != nil {
+	if live && unsupported {
 		h.cancelToMerge(k, t, prompt.ReasonSteer)
 	}
-	h.poke()
+	h.inbox.poke()
 }
 
 // absorbSteered folds the events a turn took natively into its batch (the turn goroutine is done
 // with it): whatever the turn's outcome does to its batch, it does to them.
-func absorbSteered(r *turnResult, t *liveTurn) {
+func absorbSteered(r *turnResult, t *turn) {
 	if t == nil || len(t.steered) == 0 {
 		return
 	}
@@ -291,7 +274,7 @@ func absorbSteered(r *turnResult, t *liveTurn) {
 // carryTurn ends a turn cancelled to merge: unless it finished on its own first or its reply
 // had already landed (then its answer stands and the new events go next as usual), its events
 // lead the conversation's next batch on the same session.
-func (h *Harness) carryTurn(r turnResult, t *liveTurn) {
+func (h *Harness) carryTurn(r turnResult, t *turn) {
 	if r.err == nil && (r.stop != "cancelled" || r.answered) {
 		h.commitTurn(r)
 		return
@@ -303,6 +286,6 @@ func (h *Harness) carryTurn(r turnResult, t *liveTurn) {
 	if t != nil && t.merge != nil {
 		reason = *t.merge
 	}
-	h.queue.Carry(r.in.batch, reason)
-	h.log.Info("turn cancelled; its events join the new ones", "channel", r.in.scope.channelID(), "scope", r.in.scope.String(), "carried", len(r.in.batch.Items))
+	h.convs.Carry(r.in.batch, reason)
+	h.log.Info("turn cancelled; its events join the new ones", "channel", r.in.conv.Channel, "conversation", r.in.conv.String(), "carried", len(r.in.batch.Items))
 }

@@ -49,8 +49,8 @@ func TestUnknownEventHandlingModeIsRefused(t *testing.T) {
 }
 
 func TestCarriedEventsLeadTheNextBatchWithTheirReason(t *testing.T) {
-	q := NewQueue()
-	k := scopeKey{Channel: "c", Root: "r"}
+	q := newTestQueue()
+	k := convKey{Channel: "c", Root: "r"}
 	now := time.Unix(1000, 0)
 	q.Push(k, ev("e0", 10), now)
 	b, _ := q.Next(now)
@@ -70,8 +70,8 @@ func TestCarriedEventsLeadTheNextBatchWithTheirReason(t *testing.T) {
 }
 
 func TestCarriedEventsAloneGoOutAsAPlainBatch(t *testing.T) {
-	q := NewQueue()
-	k := scopeKey{Channel: "c"}
+	q := newTestQueue()
+	k := convKey{Channel: "c"}
 	now := time.Unix(1000, 0)
 	q.Push(k, ev("e0", 10), now)
 	b, _ := q.Next(now)
@@ -83,8 +83,8 @@ func TestCarriedEventsAloneGoOutAsAPlainBatch(t *testing.T) {
 }
 
 func TestTakeRemovesAQueuedEventForANativeSteer(t *testing.T) {
-	q := NewQueue()
-	k := scopeKey{Channel: "c"}
+	q := newTestQueue()
+	k := convKey{Channel: "c"}
 	e := ev("e0", 10)
 	q.Push(k, e, time.Unix(1, 0))
 	if it, ok := q.Take(k, e.ID); !ok || it.Event != e || q.Pending() {

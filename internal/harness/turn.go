@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/buzz-harness/buzz/internal/acp"
+	"github.com/buzz-harness/buzz/internal/clock"
 	"github.com/buzz-harness/buzz/internal/observer"
 	"github.com/buzz-harness/buzz/internal/prompt"
 )
@@ -19,25 +20,26 @@ type turnInput struct {
 	proc    *acp.Process
 	ident   AgentIdentity
 	channel channel
-	scope   scopeKey // the conversation the batch belongs to
+	conv    convKey // the conversation the batch belongs to
 	batch   *Batch
-	session *chanSession // nil: open one (resume, load or new)
-	retried bool         // an indeterminate resume already cost one respawn
-	fresh   bool         // the owner rotated: _meta.freshSession on session/new
-	// noResume: another agent process holds this channel's session live; resuming the same id
-	// here would fork the conversation, so this agent opens its own.
+	session *convSession  // nil: open one (resume, load or new); the turn sets it once open
+	want    agentSettings // what a session it opens is set to: the flags, then the owner's choices
+	retried bool          // an indeterminate resume already cost one respawn
+	fresh   bool          // the owner rotated: _meta.freshSession on session/new
+	// noResume: another agent process holds this conversation's session live; resuming the same
+	// id here would fork the conversation, so this agent opens its own.
 	noResume bool
 	turnID   string
 	// heartbeat: a scheduled prompt on the slot's heartbeat session, not a channel batch.
 	heartbeat bool
 	// live is the loop's handle on the turn (steer.go); the turn only sets its session id.
-	live *liveTurn
+	live *turn
 }
 
 // turnResult is what a turn reports back to the loop.
 type turnResult struct {
 	in         turnInput
-	session    *chanSession // the session used (nil if none could be opened)
+	session    *convSession // the session used (nil if none could be opened)
 	gooseProbe ProbeState   // what opening a goose session found (ProbeUnknown: not probed)
 	stop       string       // stopReason when the prompt returned
 	delivered  []string
@@ -53,10 +55,10 @@ type turnResult struct {
 // turn ended in the current second waits for the next one (turnEnds), and is woken for it.
 func (h *Harness) dispatch(ctx context.Context) {
 	for ctx.Err() == nil && h.pool.idle() {
-		now := h.now()
+		now := h.clock.Now()
 		held := false
-		b, ok := h.queue.NextWhere(now, func(k scopeKey) bool {
-			if h.turnEnds.ownSecond(k, now) {
+		b, ok := h.convs.NextWhere(now, func(c *conversation) bool {
+			if h.turnEnds.ownSecond(c.lastEnd, now) {
 				return true
 			}
 			held = true
@@ -64,43 +66,46 @@ func (h *Harness) dispatch(ctx context.Context) {
 		})
 		if next := now.Truncate(time.Second).Add(time.Second); held && h.turnEnds.wakeAt.Before(next) {
 			h.turnEnds.wakeAt = next
-			time.AfterFunc(next.Sub(now), h.poke)
+			h.clock.AfterFunc(next.Sub(now), h.inbox.poke)
 		}
 		if !ok {
 			return
 		}
-		k := b.Scope
-		c := h.channels[k.channelID()]
+		k := b.Conv
+		c := h.chans.byID[k.Channel]
 		if c == nil { // left while queued
-			h.queue.Drop(k)
+			h.convs.Drop(k)
 			continue
 		}
-		s := h.pool.claim(k)
-		in := turnInput{
-			slot: s, proc: s.proc, ident: s.ident, channel: *c, scope: k, batch: b,
-			session: s.sessions[k],
-			turnID:  b.Last().ID[:12],
-		}
+		s := h.pool.claim(h.convs, k)
+		in := turnInput{slot: s, proc: s.proc, ident: s.ident, channel: *c, conv: k, batch: b,
+			session: h.convs.sessionOn(k, s), turnID: b.Last().ID[:12]}
 		if in.session == nil {
-			h.pool.makeRoom(ctx, s)
-			in.fresh = h.store.TakeFresh(k.String())
-			in.retried = h.resumeRetried[k]
-			in.noResume = h.pool.heldElsewhere(k, s)
+			h.pool.makeRoom(ctx, h.convs, s)
+			h.convs.update(k, func(cv *conversation) {
+				in.fresh, cv.fresh = cv.fresh, false
+				in.retried = cv.resumeRetried
+				in.want = cv.settings.over(h.cfg.settings())
+				in.noResume = len(cv.sessions) > 0 // another agent holds it live
+			})
 		}
 		h.startTurn(ctx, in)
 	}
 }
 
 // startTurn runs a turn on its own goroutine with exclusive use of the slot; the result comes
-// back to the loop on h.results.
+// back to the loop on the inbox.
 func (h *Harness) startTurn(ctx context.Context, in turnInput) {
 	in.slot.busy = true
 	tctx, cancel := context.WithCancelCause(ctx)
-	h.inflight[in.scope] = cancel
-	in.live = &liveTurn{proc: in.proc, steerable: in.ident.Steering, startedAt: h.now()}
-	in.live.ownSecond = h.turnEnds.ownSecond(in.scope, in.live.startedAt)
-	h.turns[in.scope] = in.live
-	h.ack.turnStarted(in.scope, in.channel.ID, in.batch.Last())
+	now := h.clock.Now()
+	in.live = &turn{cancel: cancel, slot: in.slot, gen: in.slot.gen, proc: in.proc, steerable: in.ident.Steering,
+		startedAt: now, typing: typingTags(in.channel.ID, in.batch.Last()), typedAt: now}
+	h.convs.update(in.conv, func(c *conversation) {
+		in.live.ownSecond = h.turnEnds.ownSecond(c.lastEnd, now)
+		c.turn = in.live
+	})
+	h.ack.typing(in.live.typing)
 	h.tasks.Go(func() {
 		r := h.runTurn(tctx, in)
 		r.cause = context.Cause(tctx)
@@ -108,19 +113,29 @@ func (h *Harness) startTurn(ctx context.Context, in turnInput) {
 			r.cause = errShutdown
 		}
 		cancel(nil)
-		h.report(ctx, r)
+		h.inbox.report(ctx, r)
 	})
 }
 
+// keepTyping sends the next typing event of every running turn whose last is typingEvery old.
+func (h *Harness) keepTyping(now time.Time) {
+	for _, c := range h.convs.running() {
+		if t := c.turn; now.Sub(t.typedAt) >= typingEvery {
+			t.typedAt = now
+			h.ack.typing(t.typing)
+		}
+	}
+}
+
 // report hands a turn's result to the loop (nobody listens once the run is over).
-func (h *Harness) report(ctx context.Context, r turnResult) {
+func (b *inbox) report(ctx context.Context, r turnResult) {
 	select {
-	case h.results <- r:
+	case b.results <- r:
 	case <-ctx.Done():
 	}
 }
 
-// runTurn opens (or reuses) the channel's session, renders the prompt and runs it.
+// runTurn opens (or reuses) the conversation's session, renders the prompt and runs it.
 func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 	r.in = in
 	start := in.live.startedAt
@@ -129,17 +144,20 @@ func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 	if err := h.jrnl.InFlight(start, in.live.ownSecond, in.batch.IDs()...); err != nil {
 		h.log.Warn("journal", "err", err)
 	}
-	h.emit(in, observer.TurnStarted{Events: in.batch.IDs(), Attempt: in.batch.Attempt})
 	sess := in.session
 	if sess == nil {
 		var err error
 		sess, r.gooseProbe, err = h.sessions.open(ctx, in)
 		if err != nil {
 			r.err = err
+			h.feed.emit(in, observer.TurnStarted{Events: in.batch.IDs(), Attempt: in.batch.Attempt})
+			h.feed.emit(in, observer.TurnEnded{Error: err.Error(), DurationMs: h.clock.Now().Sub(start).Milliseconds()})
 			return r
 		}
 	}
 	r.session = sess
+	in.session = sess // from here the feed names the session
+	h.feed.emit(in, observer.TurnStarted{Events: in.batch.IDs(), Attempt: in.batch.Attempt})
 	defer h.asker.track(ctx, sess.ID, in)() // --permissions ask finds the turn's thread by session
 
 	rendered, stale := h.relay.renderTurn(ctx, in, sess)
@@ -154,20 +172,20 @@ func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 		blocks[i] = acp.ContentBlock{Type: "text", Text: b}
 	}
 	if rendered.Stats.StandingIncluded {
-		h.emitSystemPrompt(in, sess, prompt.Standing{}, rendered.Blocks)
+		h.feed.emitSystemPrompt(in, sess, prompt.Standing{}, rendered.Blocks)
 	}
-	h.emit(in, observer.PromptContextDelivery{
+	h.feed.emit(in, observer.PromptContextDelivery{
 		Route:                   string(sess.Route),
 		PromptBytes:             rendered.Stats.PromptBytes,
 		StandingContextIncluded: rendered.Stats.StandingIncluded,
 		EventDeltaCount:         rendered.Stats.EventDeltaCount,
 		ContextIncomplete:       rendered.ContextIncomplete,
 	})
-	h.emit(in, observer.Prompt{SessionID: sess.ID, Blocks: rendered.Blocks})
+	h.feed.emit(in, observer.Prompt{SessionID: sess.ID, Blocks: rendered.Blocks})
 	in.live.session.Store(&sess.ID) // from here a native steer can reach this turn
 
 	res, err := in.proc.Prompt(ctx, sess.ID, blocks, h.cfg.promptOptions())
-	dur := h.now().Sub(start)
+	dur := h.clock.Now().Sub(start)
 	if err != nil && isTransport(err) && ctx.Err() == nil {
 		// The agent died or timed out; its reply may already be in the channel. Kill its whole
 		// process group first, so no straggler (a `buzz` call still running) posts after we look.
@@ -176,7 +194,7 @@ func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 	}
 	if err != nil {
 		r.err = err
-		h.emit(in, observer.TurnEnded{Error: err.Error(), DurationMs: dur.Milliseconds()})
+		h.feed.emit(in, observer.TurnEnded{Error: err.Error(), DurationMs: dur.Milliseconds()})
 		return r
 	}
 	r.stop = res.StopReason
@@ -188,7 +206,7 @@ func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 	r.usage = res.Usage
 	r.delivered = rendered.DeliveredIDs
 	r.standing = rendered.Stats.StandingIncluded
-	h.emit(in, observer.TurnEnded{StopReason: res.StopReason, DurationMs: dur.Milliseconds(), Usage: res.Usage})
+	h.feed.emit(in, observer.TurnEnded{StopReason: res.StopReason, DurationMs: dur.Milliseconds(), Usage: res.Usage})
 	return r
 }
 
@@ -229,29 +247,28 @@ func (h *Harness) finishTurn(ctx context.Context, r turnResult) {
 		h.finishHeartbeat(r)
 		return
 	}
-	s, k := r.in.slot, r.in.scope
-	t := h.turns[k]
-	delete(h.turns, k)
-	h.turnEnds.ended(k, h.now())
+	s, k := r.in.slot, r.in.conv
+	var t *turn
+	h.convs.update(k, func(c *conversation) {
+		t, c.turn = c.turn, nil
+		c.lastEnd = h.clock.Now()
+		c.resumeRetried = false
+		// Keep the session the turn used or opened while its agent is usable; the outcomes
+		// below drop it where the session must not be reused.
+		if r.session != nil && !isTransport(r.err) && t != nil && !t.dropOnExit && t.gen == s.gen {
+			r.session.lastUsed = h.clock.Now()
+			c.setSession(s, r.session)
+		}
+	})
 	absorbSteered(&r, t)
 	h.publishTurnMetric(ctx, r)
-	outcome := decideOutcome(r, h.removed[k.channelID()] || h.channels[k.channelID()] == nil)
-	ended := r.in.batch.IDs()
-	if outcome == turnMerged {
-		ended = nil // the conversation's work goes on: its 👀 stay
+	outcome := decideOutcome(r, h.chans.gone(k.Channel))
+	if outcome != turnMerged {
+		h.ack.finished(r.in.batch.IDs()...) // the conversation's work goes on after a merge: its 👀 stay
 	}
-	h.ack.turnEnded(k, ended)
-	delete(h.inflight, k)
-	delete(h.resumeRetried, k)
 	s.busy = false
 	if r.gooseProbe != ProbeUnknown {
 		s.ident.GooseProbe = r.gooseProbe
-	}
-	// Keep the session the turn used or opened while its agent is usable; the outcomes below
-	// drop it where the session must not be reused.
-	if r.session != nil && !isTransport(r.err) && s.sessions != nil {
-		r.session.lastUsed = h.now()
-		s.sessions[k] = r.session
 	}
 	switch outcome {
 	case turnMerged:
@@ -267,31 +284,31 @@ func (h *Harness) finishTurn(ctx context.Context, r turnResult) {
 	case turnFailed:
 		h.retryTurn(ctx, r)
 	}
-	h.returnSlot(s)
-	h.poke()
+	h.checkSlot(s)
+	h.inbox.poke()
 }
 
 // dropTurn ends a stopped turn: the batch is dropped and the session not reused, whatever the
 // agent answered.
 func (h *Harness) dropTurn(r turnResult) {
-	s, k := r.in.slot, r.in.scope
-	h.queue.Drop(k)
+	s, k := r.in.slot, r.in.conv
+	h.convs.Drop(k)
 	h.done(r.in.batch.IDs()...)
-	s.invalidate(k, false)
+	h.convs.update(k, func(c *conversation) { c.setSession(s, nil) })
 	if isTransport(r.err) && !errors.Is(r.err, context.Canceled) {
 		h.crashed(s)
 	}
-	if h.channels[k.channelID()] == nil {
-		_ = h.store.Remove(k.String()) // a turn's Put may have raced the leave
+	if h.chans.byID[k.Channel] == nil {
+		h.store.Remove(k) // a turn's Put may have raced the leave
 	}
-	h.log.Info("turn stopped", "channel", k.channelID(), "why", cmp.Or(r.cause, errLeft))
+	h.log.Info("turn stopped", "channel", k.Channel, "why", cmp.Or(r.cause, errLeft))
 }
 
 // commitTurn records an answered batch: what the session was given, and whether it must rotate
 // (the agent hit a limit, or --max-turns-per-session).
 func (h *Harness) commitTurn(r turnResult) {
-	s, k := r.in.slot, r.in.scope
-	h.queue.Complete(k)
+	s, k := r.in.slot, r.in.conv
+	h.convs.Complete(k)
 	h.done(r.in.batch.IDs()...)
 	sess := r.session
 	sess.Turns++
@@ -304,21 +321,20 @@ func (h *Harness) commitTurn(r turnResult) {
 	rotate := r.stop == "max_tokens" || r.stop == "max_turn_requests" ||
 		h.cfg.MaxTurnsPerSession > 0 && sess.Turns >= h.cfg.MaxTurnsPerSession
 	if rotate {
-		s.invalidate(k, false)
-		_ = h.store.Remove(k.String())
+		h.convs.update(k, func(c *conversation) { c.setSession(s, nil) })
+		h.store.Remove(k)
 	} else {
-		now := h.now()
-		h.tasks.Go(func() { _ = h.store.Touch(k.String(), now) }) // may write the file (once a minute): not on the loop
+		h.store.Touch(k, h.clock.Now())
 	}
-	h.log.Info("turn done", "channel", k.channelID(), "scope", k.String(), "stopReason", r.stop, "session", sess.ID)
+	h.log.Info("turn done", "channel", k.Channel, "conversation", k.String(), "stopReason", r.stop, "session", sess.ID)
 }
 
 // closeAnsweredTurn handles an agent that died after replying: respawn it, but do not prompt
 // the batch again.
 func (h *Harness) closeAnsweredTurn(r turnResult) {
-	k := r.in.scope
-	h.log.Warn("agent failed after replying; not retrying the batch", "channel", k.channelID(), "err", r.err)
-	h.queue.Complete(k)
+	k := r.in.conv
+	h.log.Warn("agent failed after replying; not retrying the batch", "channel", k.Channel, "err", r.err)
+	h.convs.Complete(k)
 	h.done(r.in.batch.IDs()...)
 	h.crashed(r.in.slot)
 }
@@ -326,8 +342,8 @@ func (h *Harness) closeAnsweredTurn(r turnResult) {
 // retryResume handles an agent that died or timed out during resume: respawn it and try once
 // more, at no cost to the batch.
 func (h *Harness) retryResume(r turnResult) {
-	h.resumeRetried[r.in.scope] = true
-	h.queue.Return(r.in.batch)
+	h.convs.update(r.in.conv, func(c *conversation) { c.resumeRetried = true })
+	h.convs.Return(r.in.batch)
 	h.crashed(r.in.slot)
 }
 
@@ -335,35 +351,25 @@ func (h *Harness) retryResume(r turnResult) {
 // or dead-letters it at the attempt limit. A transport failure also respawns the agent; an agent
 // error (JSON-RPC) keeps the agent and its session.
 func (h *Harness) retryTurn(ctx context.Context, r turnResult) {
-	in, k := r.in, r.in.scope
-	h.log.Warn("turn failed", "channel", k.channelID(), "attempt", in.batch.Attempt+1, "err", r.err)
+	in, k := r.in, r.in.conv
+	h.log.Warn("turn failed", "channel", k.Channel, "attempt", in.batch.Attempt+1, "err", r.err)
 	if isTransport(r.err) {
 		h.crashed(in.slot)
 	}
 	if wait, ok := quotaReset(r.err.Error()); ok && in.batch.QuotaWaits < maxQuotaWaits {
 		wait = max(wait, retryBase)
-		h.log.Warn("agent named a quota reset; waiting for it", "channel", k.channelID(), "wait", wait)
-		h.queue.RequeueAt(in.batch, h.now().Add(wait))
+		h.log.Warn("agent named a quota reset; waiting for it", "channel", k.Channel, "wait", wait)
+		h.convs.RequeueAt(in.batch, h.clock.Now().Add(wait))
 		return
 	}
-	if h.queue.Requeue(in.batch, h.now()) {
+	if h.convs.Requeue(in.batch, h.clock.Now()) {
 		h.deadLetter(ctx, in, r.err)
 		h.done(in.batch.IDs()...)
 	}
 }
 
-// returnSlot applies what happened while the slot was busy: session drops deferred by rotate or
-// leave, and an agent process that died after its turn answered.
-func (h *Harness) returnSlot(s *slot) {
-	for c := range s.pending {
-		delete(s.sessions, c)
-	}
-	s.pending = nil
-	for k := range s.sessions {
-		if h.removed[k.channelID()] {
-			delete(s.sessions, k)
-		}
-	}
+// checkSlot respawns a slot whose agent process died after its turn answered.
+func (h *Harness) checkSlot(s *slot) {
 	if s.proc != nil && s.ready {
 		select {
 		case <-s.proc.Exited():
@@ -390,45 +396,33 @@ func (h *Harness) deadLetter(ctx context.Context, in turnInput, err error) {
 		reason = err.Error()
 	}
 	h.log.Error("dead letter", "channel", in.channel.ID, "events", len(in.batch.Items), "err", reason)
-	notice := failureNotice(in.channel.ID, in.scope, in.batch.Events(), h.agent,
+	notice := failureNotice(in.channel.ID, in.conv, in.batch.Events(), h.agent,
 		"⚠️ I couldn't process the last request after several attempts ("+reason+
-			"). Please re-send it, or ask my owner to check on me.")
-	h.emit(in, observer.DeadLetter{Events: in.batch.IDs(), Reason: reason})
-	h.publishLater(ctx, notice)
+			"). Please re-send it, or ask my owner to check on me.", h.clock.Now())
+	h.feed.emit(in, observer.DeadLetter{Events: in.batch.IDs(), Reason: reason})
+	h.relay.publishLater(ctx, &h.tasks, notice)
 }
 
-// turnEnds remembers when each conversation's last turn ended, for a second or two. A reply's
-// created_at has one-second resolution, so a reply dated in the second a turn ended could be that
-// turn's or the next one's; the loop therefore starts a conversation's next turn (and any turn in
-// its own first second) only once the second has passed, and the in-flight marker can say a
-// same-second reply is the batch's own (replyAnswers). Only the loop uses it.
+// turnEnds is the same-second hold. A reply's created_at has one-second resolution, so a reply
+// dated in the second a turn ended could be that turn's or the next one's; the loop therefore
+// starts a conversation's next turn (and any turn in its own first second) only once the second
+// has passed, and the in-flight marker can say a same-second reply is the batch's own
+// (replyAnswers). When each conversation's last turn ended is kept on the conversation
+// (lastEnd, for sameSecondHold). Only the loop uses it.
 type turnEnds struct {
-	since  time.Time              // when this process began taking turns
-	at     map[scopeKey]time.Time // pruned to the last few seconds
-	wakeAt time.Time              // the loop is poked then, for conversations held until it
+	since  time.Time // when this process began taking turns
+	wakeAt time.Time // the loop is poked then, for conversations held until it
 }
 
-func (e *turnEnds) ended(k scopeKey, now time.Time) {
-	if e.at == nil {
-		e.at = map[scopeKey]time.Time{}
-	}
-	for s, t := range e.at {
-		if now.Sub(t) > 2*time.Second {
-			delete(e.at, s)
-		}
-	}
-	e.at[k] = now
-}
-
-// ownSecond reports whether a reply dated in start's second can only come from a turn of k that
-// starts at start: no turn of k ended in that second, as far as this process can know (it was
-// already running in the second before, so an earlier process's turn cannot have ended in it).
-func (e *turnEnds) ownSecond(k scopeKey, start time.Time) bool {
+// ownSecond reports whether a reply dated in start's second can only come from a turn of a
+// conversation whose last turn ended at lastEnd (zero: none) that starts at start: no turn of it
+// ended in that second, as far as this process can know (it was already running in the second
+// before, so an earlier process's turn cannot have ended in it).
+func (e *turnEnds) ownSecond(lastEnd, start time.Time) bool {
 	if e.since.IsZero() || e.since.Unix() >= start.Unix() {
 		return false
 	}
-	end, ok := e.at[k]
-	return !ok || end.Unix() < start.Unix()
+	return lastEnd.IsZero() || lastEnd.Unix() < start.Unix()
 }
 
 // publishSettle is how long a look for a killed agent's reply waits before looking a second time:
@@ -447,7 +441,7 @@ func (h *Harness) answeredAfterKill(ctx context.Context, in turnInput, start tim
 		return true
 	}
 	select {
-	case <-time.After(publishSettle):
+	case <-clock.After(h.clock, publishSettle):
 		return look()
 	case <-ctx.Done():
 		return false

@@ -19,7 +19,8 @@ func (j *Journal) Len() int {
 }
 
 // SetWatermark raises the watermark to ts and persists it; a ts not newer than the current one
-// is ignored (the watermark never moves back).
+// is ignored (the watermark never moves back). Production code raises it only through the
+// entries it writes.
 func (j *Journal) SetWatermark(ts int64) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -46,4 +47,20 @@ func (j *Journal) Compact() error {
 		return errors.New("journal compact: journal is closed")
 	}
 	return j.compactLocked()
+}
+
+// SettleCompaction runs the background compactions writes asked for, if the syncer has not yet,
+// and returns once none is wanted.
+func (j *Journal) SettleCompaction() error {
+	for {
+		if err := j.compactInBackground(); err != nil {
+			return err
+		}
+		j.mu.Lock()
+		wanted := j.compactWanted
+		j.mu.Unlock()
+		if !wanted {
+			return nil
+		}
+	}
 }

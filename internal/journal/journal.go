@@ -14,8 +14,9 @@
 // with JSON one of {"op":"accept","entry":{…}}, {"op":"done","ids":[…]} or
 // {"op":"watermark","ts":N}. Replay skips a torn last line or a record whose checksum fails,
 // with a warning; it never refuses to start. Open rewrites the file with only the live state
-// (compaction), and so does a Done, Skip or SetWatermark once the file has grown past a
-// threshold (never InFlight, which sits on the way to a prompt).
+// (compaction); later, once the file has grown past a threshold, a Done or Skip asks the syncer
+// goroutine to compact it in the background (never InFlight, which sits on the way to a
+// prompt): no caller ever waits for a rewrite or an fsync.
 package journal
 
 import (
@@ -95,6 +96,15 @@ type Journal struct {
 	needsSync bool // the file lags memory (a failed write); the next mutation compacts first
 	dirty     bool // records written since the last fsync
 	closed    bool
+	// compactWanted asks the syncer for a background compaction. While one runs, tail keeps a
+	// copy of every record written, to be appended to the new file before it replaces the old;
+	// gen counts file replacements, so a background rewrite overtaken by a synchronous one (the
+	// repair after a failed write) is abandoned.
+	compactWanted bool
+	tail          *bytes.Buffer
+	gen           int
+	renamed       bool       // a background compaction renamed the file: the directory needs an fsync
+	compactMu     sync.Mutex // one background compaction at a time (tests run one to settle)
 
 	// The syncer fsyncs outside mu, so appends never wait for the disk; fileMu keeps the file it
 	// syncs open until the fsync returns (compaction replaces j.f under mu and fileMu).
@@ -195,6 +205,19 @@ func (s *state) prune() {
 	kept := s.order[:0]
 	for _, id := range s.order {
 		if _, ok := s.pending[id]; ok {
+			kept = append(kept, id)
+		}
+	}
+	s.order = kept
+}
+
+// dropFinishedFromOrder keeps only pending ids in order, once each (after a rewrite).
+func (s *state) dropFinishedFromOrder() {
+	kept := s.order[:0]
+	seen := make(map[string]bool, len(s.pending))
+	for _, id := range s.order {
+		if _, ok := s.pending[id]; ok && !seen[id] {
+			seen[id] = true
 			kept = append(kept, id)
 		}
 	}
@@ -476,19 +499,32 @@ func (j *Journal) Watermark() int64 {
 	return j.state.watermark
 }
 
+// maybeCompactLocked asks the syncer for a compaction once the file has grown past the
+// threshold and to twice its size after the last one.
 func (j *Journal) maybeCompactLocked() error {
-	if j.size <= j.compactThreshold || j.size <= 2*j.baseSize {
+	if j.size <= j.compactThreshold || j.size <= 2*j.baseSize || j.compactWanted || j.tail != nil {
 		return nil
 	}
-	return j.compactLocked()
+	j.compactWanted = true
+	j.kickSyncer()
+	return nil
 }
 
-func (j *Journal) compactLocked() error {
+func (j *Journal) kickSyncer() {
+	select {
+	case j.kick <- struct{}{}:
+	default: // a sync is already due; it will see this too
+	}
+}
+
+// liveLocked encodes the live state (watermark, recently finished ids, pending entries), pruning
+// what the file no longer needs to remember.
+func (j *Journal) liveLocked() (*bytes.Buffer, error) {
 	var buf bytes.Buffer
 	if j.state.watermark > 0 {
 		line, err := encodeLine(record{Op: opWatermark, TS: j.state.watermark})
 		if err != nil {
-			return fmt.Errorf("journal compact: %w", err)
+			return nil, fmt.Errorf("journal compact: %w", err)
 		}
 		buf.Write(line)
 	}
@@ -504,7 +540,7 @@ func (j *Journal) compactLocked() error {
 	for _, id := range recent {
 		line, err := encodeLine(record{Op: opDone, IDs: []string{id}, TS: j.state.done[id]})
 		if err != nil {
-			return fmt.Errorf("journal compact: %w", err)
+			return nil, fmt.Errorf("journal compact: %w", err)
 		}
 		buf.Write(line)
 	}
@@ -518,6 +554,16 @@ func (j *Journal) compactLocked() error {
 			continue
 		}
 		buf.Write(line)
+	}
+	return &buf, nil
+}
+
+// compactLocked rewrites the journal with only the live state, holding mu throughout: at Open,
+// and to repair the file after a failed write. Everything else compacts in the background.
+func (j *Journal) compactLocked() error {
+	buf, err := j.liveLocked()
+	if err != nil {
+		return err
 	}
 	if err := atomicfile.WriteFile(j.path, buf.Bytes(), 0o600, j.writeOpts...); err != nil {
 		// The rename may have happened before the failure (a failed directory fsync): the append
@@ -543,11 +589,73 @@ func (j *Journal) compactLocked() error {
 	j.baseSize = j.size
 	j.needsSync = false
 	j.dirty = false
-	j.state.order = j.state.order[:0]
-	for _, e := range entries {
-		j.state.order = append(j.state.order, e.EventID)
-	}
+	j.gen++
+	j.tail = nil // a background compaction under way is overtaken
+	j.state.dropFinishedFromOrder()
 	return nil
+}
+
+// compactInBackground is a compaction run by the syncer. The slow part — writing the new file
+// and its two fsyncs — runs without mu, so appends go on meanwhile; they are also kept in tail
+// and appended to the new file just before it replaces the old one, under mu.
+func (j *Journal) compactInBackground() error {
+	j.compactMu.Lock()
+	defer j.compactMu.Unlock()
+	j.mu.Lock()
+	if j.closed || !j.compactWanted {
+		j.mu.Unlock()
+		return nil
+	}
+	j.compactWanted = false
+	buf, err := j.liveLocked()
+	if err != nil {
+		j.mu.Unlock()
+		return err
+	}
+	j.tail = &bytes.Buffer{}
+	gen := j.gen
+	j.mu.Unlock()
+
+	tmp, err := atomicfile.WriteTemp(j.path, buf.Bytes(), 0o600, j.writeOpts...)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	tail := j.tail
+	j.tail = nil
+	if err != nil || j.closed || j.gen != gen || tail == nil {
+		if tmp != "" {
+			_ = os.Remove(tmp)
+		}
+		if err != nil {
+			return fmt.Errorf("journal compact: %w", err)
+		}
+		return nil // overtaken by a synchronous rewrite, or closing
+	}
+	f, err := j.openAppend(tmp)
+	if err == nil && tail.Len() > 0 {
+		_, err = f.Write(tail.Bytes())
+	}
+	if err == nil {
+		err = os.Rename(tmp, j.path)
+	}
+	if err != nil {
+		if f != nil {
+			_ = f.Close()
+		}
+		_ = os.Remove(tmp)
+		return fmt.Errorf("journal compact: %w", err)
+	}
+	j.fileMu.Lock()
+	if j.f != nil {
+		_ = j.f.Close()
+	}
+	j.f = f
+	j.fileMu.Unlock()
+	j.size = int64(buf.Len() + tail.Len())
+	j.baseSize = int64(buf.Len())
+	j.dirty, j.renamed = true, true // the syncer's next pass fsyncs the tail and the rename
+	j.gen++
+	j.state.dropFinishedFromOrder()
+	return j.maybeCompactLocked() // a long tail: once more
 }
 
 // writeLocked appends one record and wakes the syncer; it does not wait for the disk. An fsync
@@ -579,18 +687,21 @@ func (j *Journal) writeLocked(r record) error {
 	}
 	j.size += int64(len(line))
 	j.dirty = true
-	select {
-	case j.kick <- struct{}{}:
-	default: // a sync is already due; it will cover this record too
+	if j.tail != nil {
+		j.tail.Write(line)
 	}
+	j.kickSyncer()
 	return nil
 }
 
-// syncer fsyncs written records until Close: one fsync covers every record written since the
-// previous one.
+// syncer fsyncs written records until Close (one fsync covers every record written since the
+// previous one) and runs the compactions writes ask for.
 func (j *Journal) syncer() {
 	defer close(j.syncerDone)
 	for range j.kick {
+		if err := j.compactInBackground(); err != nil {
+			j.logger.Warn("journal: background compaction failed; the file keeps growing until the next one", "err", err)
+		}
 		synced, err := j.syncOnce()
 		if synced && j.afterSync != nil {
 			j.afterSync(err)
@@ -607,11 +718,15 @@ func (j *Journal) syncOnce() (synced bool, err error) {
 		return false, nil
 	}
 	f := j.f
-	j.dirty = false
+	renamed := j.renamed
+	j.dirty, j.renamed = false, false
 	j.fileMu.Lock()
 	j.mu.Unlock()
 	err = f.Sync()
 	j.fileMu.Unlock()
+	if err == nil && renamed {
+		err = atomicfile.SyncDir(filepath.Dir(j.path))
+	}
 	if err != nil {
 		j.mu.Lock()
 		if f == j.f { // else a compaction has since rewritten and fsynced everything

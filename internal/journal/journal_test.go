@@ -216,6 +216,9 @@ func TestDoneCompactsOnceFileExceedsThreshold(t *testing.T) {
 		}
 	}
 	mustAppend(t, j, 0x99)
+	if err := j.SettleCompaction(); err != nil {
+		t.Fatal(err)
+	}
 	st, _ := os.Stat(j.Path())
 	if st.Size() > 8<<10 {
 		t.Fatalf("journal grew to %d bytes despite a 4 KiB threshold", st.Size())
@@ -609,6 +612,9 @@ func TestInFlightNeverCompactsOnTheWayToAPrompt(t *testing.T) {
 	if err := j.Done(entry(2).EventID); err != nil {
 		t.Fatal(err)
 	}
+	if err := j.SettleCompaction(); err != nil {
+		t.Fatal(err)
+	}
 	if done, _ := os.Stat(j.Path()); os.SameFile(after, done) {
 		t.Fatal("Done past the threshold did not compact")
 	}
@@ -692,5 +698,51 @@ func TestFinishedIDsStayBoundedAndArePrunedOncePerDoubling(t *testing.T) {
 	}
 	if _, ok := s.done[fmt.Sprintf("%064x", 0)]; ok {
 		t.Error("the first finished id, far behind the watermark, is still remembered")
+	}
+}
+
+// A compaction's rewrite runs on the syncer, off every caller: while its new file is stuck on
+// the disk, Append, Done and InFlight return at once, and what they wrote meanwhile is in the
+// compacted journal (and survives a reopen).
+func TestBackgroundCompactionBlocksNoWriterAndKeepsWhatWasWrittenMeanwhile(t *testing.T) {
+	dir := t.TempDir()
+	entered, release := make(chan struct{}), make(chan struct{})
+	var armed, once = make(chan struct{}), sync.Once{}
+	j, _ := openT(t, dir, func(j *Journal) {
+		j.compactThreshold = 1
+		j.writeOpts = []atomicfile.Option{atomicfile.BeforeRename(func(string) error {
+			select {
+			case <-armed:
+				once.Do(func() { close(entered); <-release })
+			default: // Open's own compaction
+			}
+			return nil
+		})}
+	})
+	close(armed)
+	mustAppend(t, j, 1, 2, 3)
+	if err := j.Done(entry(1).EventID); err != nil { // past the threshold: asks for a compaction
+		t.Fatal(err)
+	}
+	<-entered // the rewrite is stuck before its rename
+	mustAppend(t, j, 4)
+	if err := j.Done(entry(2).EventID); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.InFlight(time.Unix(1700000100, 0), true, entry(3).EventID); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := j.SettleCompaction(); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(ids(j.Pending())); got != "[0003 0004]" {
+		t.Fatalf("pending %s after the compaction, want [0003 0004]", got)
+	}
+	_ = j.Close()
+	j2, _ := openT(t, dir, nil)
+	p := j2.Pending()
+	if got := fmt.Sprint(ids(p)); got != "[0003 0004]" || p[0].InFlightAt.IsZero() || !p[0].InFlightOwnSecond {
+		t.Fatalf("after reopen pending %s (in flight %v), want [0003 0004] with 0003 in flight", got, p[0].InFlightAt)
 	}
 }

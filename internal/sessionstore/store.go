@@ -1,25 +1,29 @@
 // Package sessionstore is the durable conversation → ACP session map that lets a restarted
-// harness session/load the session a conversation was using instead of opening a fresh one. Keys
-// are the harness's conversation names: a bare channel id for a whole-channel conversation (the
-// only form before thread sessions, so older files load unchanged) or "<channel>:<root event>"
-// for a thread.
+// harness session/load the session a conversation was using instead of opening a fresh one. It
+// is keyed by protocol.Conversation; on disk a whole-channel conversation is its bare channel id
+// (the only form before thread sessions, so older files load unchanged) and a thread is
+// "<channel>:<root event>".
 //
-// The map lives in <state-dir>/sessions-<agent pubkey hex>.json and is rewritten atomically on
-// every change. A record is only handed back for resumption when it was made against the same
-// relay and agent command as now (Scope). The store is an optimisation: a missing, unreadable or
-// malformed file means "no sessions to resume", never a failed start.
+// The map lives in <state-dir>/sessions-<agent pubkey hex>.json. Changes are made in memory and
+// the file is rewritten atomically by one writer goroutine (atomicfile.Snapshots), latest state
+// wins: no caller ever waits for the disk. A record is only handed back for resumption when it
+// was made against the same relay and agent command as now (Origin). The store is an
+// optimisation: a missing, unreadable or malformed file means "no sessions to resume", never a
+// failed start.
 //
 // One harness owns a store at a time: Open takes an exclusive flock on sessions-<pk>.lock and a
 // second opener (another process, or another Open in this one) gets an error naming the pid.
 package sessionstore
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,17 +39,18 @@ const FormatVersion = 1
 const maxFileSize = 4 << 20
 
 // touchFlushInterval bounds how stale LastUsedAt may be on disk. Touch runs every turn, so it
-// only writes when the last write is older than this (Put, Remove and Close always write).
+// only marks the file for writing when the last write it asked for is older than this (Put,
+// Remove and Close always do).
 const touchFlushInterval = time.Minute
 
-// Scope is what a session must have been created under to be safe to resume: a session id from
+// Origin is what a session must have been created under to be safe to resume: a session id from
 // another relay or another agent program means nothing to the current one.
-type Scope struct {
+type Origin struct {
 	RelayURL     string
 	AgentCommand string
 }
 
-// Record is one channel's remembered session.
+// Record is one conversation's remembered session.
 type Record struct {
 	SessionID    string    `json:"sessionId"`
 	RelayURL     string    `json:"relayUrl"`
@@ -54,9 +59,9 @@ type Record struct {
 	LastUsedAt   time.Time `json:"lastUsedAt"`
 }
 
-// Matches reports whether r was created under scope (relay URLs compared after normalisation).
-func (r Record) Matches(scope Scope) bool {
-	return protocol.SameURL(r.RelayURL, scope.RelayURL) && r.AgentCommand == scope.AgentCommand
+// Matches reports whether r was created under origin (relay URLs compared after normalisation).
+func (r Record) Matches(origin Origin) bool {
+	return protocol.SameURL(r.RelayURL, origin.RelayURL) && r.AgentCommand == origin.AgentCommand
 }
 
 type fileFormat struct {
@@ -65,31 +70,44 @@ type fileFormat struct {
 	Sessions    map[string]Record `json:"sessions"`
 }
 
-// Store is safe for concurrent use.
+// fileKey is a conversation's key in the file.
+func fileKey(c protocol.Conversation) string {
+	if c.Root == "" {
+		return c.Channel
+	}
+	return c.Channel + ":" + c.Root
+}
+
+// channelOf is the channel of a file key.
+func channelOf(key string) string {
+	ch, _, _ := strings.Cut(key, ":")
+	return ch
+}
+
+// Store is safe for concurrent use; no method waits for the disk.
 type Store struct {
 	enabled bool
 	path    string
 	pubkey  string
 	logger  *slog.Logger
 	lock    *atomicfile.Lock
+	file    *atomicfile.Snapshots
 
-	mu        sync.Mutex
-	sessions  map[string]Record
-	fresh     map[string]bool
-	dirty     bool      // in-memory state differs from the file (a batched Touch)
-	lastWrite time.Time // the `now` of the last Touch-triggered or full write
-	closed    bool
-
-	// writeOpts lets tests inject a crash between temp write and rename.
-	writeOpts []atomicfile.Option
+	mu       sync.Mutex
+	sessions map[string]Record // by fileKey
+	lastMark time.Time         // the `now` of the last Touch that asked for a write
+	dirty    bool              // a Touch changed memory without asking for a write
+	marked   uint64            // the newest version asked of the writer
+	closed   bool
 }
 
 // FileName is the store's file name for an agent pubkey.
 func FileName(agentPubkey string) string { return "sessions-" + agentPubkey + ".json" }
 
 // Open loads (or starts) the store for agentPubkey in dir, creating dir (0700) if needed, and
-// takes the store's exclusive lock. Close releases it.
-func Open(dir, agentPubkey string, logger *slog.Logger) (*Store, error) {
+// takes the store's exclusive lock. Close releases it. opts apply to every file write (tests
+// inject crashes and slow disks with them).
+func Open(dir, agentPubkey string, logger *slog.Logger, opts ...atomicfile.Option) (*Store, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -118,19 +136,18 @@ func Open(dir, agentPubkey string, logger *slog.Logger) (*Store, error) {
 		logger:   logger,
 		lock:     lock,
 		sessions: map[string]Record{},
-		fresh:    map[string]bool{},
 	}
 	// We hold the lock, so any temp file next to ours is debris from a crashed write.
 	_, _ = atomicfile.RemoveStrayTemps(path)
 	s.load()
+	s.file = atomicfile.NewSnapshots(path, 0o600, s.snapshot, opts...)
 	return s, nil
 }
 
-// Disabled returns a store that remembers nothing (--no-resume-sessions). Get never finds a
-// record and Put/Remove/Touch do nothing, but RequestFresh/TakeFresh still work in memory,
-// because !rotate must still tell the agent to start over.
+// Disabled returns a store that remembers nothing (--no-resume-sessions): Get never finds a
+// record and Put/Remove/Touch do nothing.
 func Disabled() *Store {
-	return &Store{logger: slog.Default(), sessions: map[string]Record{}, fresh: map[string]bool{}}
+	return &Store{logger: slog.Default(), sessions: map[string]Record{}}
 }
 
 func (s *Store) load() {
@@ -193,42 +210,43 @@ func decode(data []byte, pubkey string) (map[string]Record, error) {
 	return out, nil
 }
 
-// writeLocked persists the whole map; s.mu must be held.
-func (s *Store) writeLocked() error {
+// snapshot encodes the map for the writer goroutine.
+func (s *Store) snapshot() ([]byte, bool) {
+	s.mu.Lock()
 	data, err := json.MarshalIndent(fileFormat{Version: FormatVersion, AgentPubkey: s.pubkey, Sessions: s.sessions}, "", "  ")
-	if err != nil {
-		return fmt.Errorf("session store: encode: %w", err)
-	}
-	if err := atomicfile.WriteFile(s.path, append(data, '\n'), 0o600, s.writeOpts...); err != nil {
-		s.dirty = true // memory is ahead of the file: the next write (or Close) catches it up
-		return fmt.Errorf("session store: %w", err)
-	}
 	s.dirty = false
-	return nil
+	s.mu.Unlock()
+	if err != nil { // only a time outside RFC 3339 can fail; keep the file as it is
+		s.logger.Warn("session store: cannot encode; the file keeps its previous content", "err", err)
+		return nil, true
+	}
+	return append(data, '\n'), true
 }
+
+// markLocked asks the writer for the current state.
+func (s *Store) markLocked() { s.marked = s.file.Mark() }
 
 func (s *Store) usable() bool { return s.enabled && !s.closed }
 
-// Get returns the channel's remembered session if it was created under scope. A record from
-// another relay or agent command is reported as absent (it stays on disk until overwritten).
-func (s *Store) Get(channelID string, scope Scope) (Record, bool) {
+// Get returns the conversation's remembered session if it was created under origin. A record
+// from another relay or agent command is reported as absent (it stays on disk until overwritten).
+func (s *Store) Get(c protocol.Conversation, origin Origin) (Record, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.usable() {
 		return Record{}, false
 	}
-	rec, ok := s.sessions[channelID]
-	if !ok || !rec.Matches(scope) {
+	rec, ok := s.sessions[fileKey(c)]
+	if !ok || !rec.Matches(origin) {
 		return Record{}, false
 	}
 	return rec, true
 }
 
-// Put remembers rec for the channel and writes the file. Zero CreatedAt/LastUsedAt are set to
-// now. The error is for logging; a failed write must not fail the turn.
-func (s *Store) Put(channelID string, rec Record) error {
-	if channelID == "" || rec.SessionID == "" {
-		return errors.New("session store: put needs a channel id and a session id")
+// Put remembers rec for the conversation. Zero CreatedAt/LastUsedAt are set to now.
+func (s *Store) Put(c protocol.Conversation, rec Record) error {
+	if c.Channel == "" || rec.SessionID == "" {
+		return errors.New("session store: put needs a conversation and a session id")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -242,99 +260,104 @@ func (s *Store) Put(channelID string, rec Record) error {
 	if rec.LastUsedAt.IsZero() {
 		rec.LastUsedAt = rec.CreatedAt
 	}
-	s.sessions[channelID] = rec
-	return s.writeLocked()
+	s.sessions[fileKey(c)] = rec
+	s.markLocked()
+	return nil
 }
 
-// Touch records that the channel's session was used at now. It is called every turn, so it
-// only writes the file when the previous write is older than a minute; Put, Remove and
-// Close persist anything pending.
-func (s *Store) Touch(channelID string, now time.Time) error {
+// Touch records that the conversation's session was used at now. It is called every turn, so
+// it asks for a write only when the previous Touch write is older than a minute; Put, Remove and
+// Close write anything pending.
+func (s *Store) Touch(c protocol.Conversation, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.usable() {
-		return nil
+		return
 	}
-	rec, ok := s.sessions[channelID]
+	key := fileKey(c)
+	rec, ok := s.sessions[key]
 	if !ok {
-		return nil
+		return
 	}
 	rec.LastUsedAt = now
-	s.sessions[channelID] = rec
+	s.sessions[key] = rec
 	s.dirty = true
-	if now.Sub(s.lastWrite) < touchFlushInterval {
-		return nil
+	if now.Sub(s.lastMark) < touchFlushInterval {
+		return
 	}
-	s.lastWrite = now
-	return s.writeLocked()
+	s.lastMark = now
+	s.markLocked()
 }
 
-// Remove forgets the channel's session (invalidation, failed resume, !rotate, channel removal).
-func (s *Store) Remove(channelID string) error {
+// Remove forgets the conversation's session (invalidation, failed resume, !rotate).
+func (s *Store) Remove(c protocol.Conversation) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.usable() {
-		return nil
+		return
 	}
-	if _, ok := s.sessions[channelID]; !ok {
-		return nil
+	key := fileKey(c)
+	if _, ok := s.sessions[key]; !ok {
+		return
 	}
-	delete(s.sessions, channelID)
-	return s.writeLocked()
+	delete(s.sessions, key)
+	s.markLocked()
 }
 
-// RemoveIf forgets every session whose key matches (all of a channel's thread sessions when the
-// agent leaves it).
-func (s *Store) RemoveIf(match func(key string) bool) error {
+// RemoveChannel forgets the sessions of every conversation of a channel (the agent left it).
+func (s *Store) RemoveChannel(channelID string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.usable() {
-		return nil
+		return
 	}
 	n := len(s.sessions)
 	for k := range s.sessions {
-		if match(k) {
+		if channelOf(k) == channelID {
 			delete(s.sessions, k)
 		}
 	}
-	if len(s.sessions) == n {
+	if len(s.sessions) != n {
+		s.markLocked()
+	}
+}
+
+// Flush waits until every change made so far is on disk (or ctx ends) and reports the write's
+// error. Nothing in the harness needs it; tests and tools that read the file do.
+func (s *Store) Flush(ctx context.Context) error {
+	s.mu.Lock()
+	if !s.usable() {
+		s.mu.Unlock()
 		return nil
 	}
-	return s.writeLocked()
-}
-
-// RequestFresh marks the channel so its next session/new carries _meta.freshSession: true
-// (after !rotate). In memory only; works on a disabled store.
-func (s *Store) RequestFresh(channelID string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.fresh[channelID] = true
-}
-
-// TakeFresh reports and clears the channel's fresh-session request.
-func (s *Store) TakeFresh(channelID string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.fresh[channelID] {
-		return false
+	if s.dirty {
+		s.markLocked()
 	}
-	delete(s.fresh, channelID)
-	return true
+	v := s.marked
+	s.mu.Unlock()
+	if err := s.file.Wait(ctx, v); err != nil {
+		return fmt.Errorf("session store: %w", err)
+	}
+	return nil
 }
 
-// Close flushes pending Touch updates and releases the lock. Later calls are no-ops on a closed
-// store (Get finds nothing).
+// Close writes what is pending and releases the lock. Later calls are no-ops; a closed store
+// finds nothing.
 func (s *Store) Close() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if !s.enabled || s.closed {
+		s.mu.Unlock()
 		return nil
 	}
-	var err error
 	if s.dirty {
-		err = s.writeLocked()
+		s.markLocked()
 	}
 	s.closed = true
+	s.mu.Unlock()
+	err := s.file.Close()
+	if err != nil {
+		err = fmt.Errorf("session store: %w", err)
+	}
 	if uerr := s.lock.Unlock(); err == nil && uerr != nil {
 		err = fmt.Errorf("session store: unlock: %w", uerr)
 	}

@@ -121,10 +121,8 @@ func (c *Config) defaults() error {
 	if c.AgentName == "" {
 		c.AgentName = DefaultAgentName
 	}
-	switch c.Permissions {
-	case "", "allow", "deny", "ask":
-	default:
-		return fail("--permissions %q: want allow, deny or ask", c.Permissions)
+	if _, perr := harness.ParsePermissions(c.Permissions); perr != nil {
+		return fail("%v", perr)
 	}
 	if c.AgentCwd == "" {
 		if c.AgentCwd, err = os.Getwd(); err != nil {
@@ -367,8 +365,7 @@ func (s *starting) harnessConfig(bus *observer.Bus) harness.Config {
 		SystemPrompt:        s.cfg.SystemPrompt,
 		TeamInstructions:    s.cfg.TeamInstructions,
 		SessionPolicy:       s.cfg.SessionPolicy,
-		PermissionsDeny:     s.cfg.Permissions == "deny",
-		PermissionsAsk:      s.cfg.Permissions == "ask",
+		Permissions:         harness.Permissions(s.cfg.Permissions),
 		Memory:              true,
 		StateDir:            filepath.Join(s.cfg.DataDir, "harness"),
 		Logger:              s.logger.With("part", "harness"),
