@@ -14,7 +14,7 @@ func TestFirstTurnOfANewSessionNamesItsSessionInTheFeed(t *testing.T) {
 	s.start([]string{"--activity-log", activity})
 	m := s.mention(s.ownerSK, "hello")
 	s.waitReply(m.ID)
-	s.kill() // the log is complete
+	s.waitActivity(activity, "turn_ended", 1) // the reply can land before its turn has ended
 	type scoped struct {
 		Type      string `json:"type"`
 		SessionID string `json:"sessionId"`

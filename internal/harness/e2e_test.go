@@ -95,6 +95,28 @@ type activityLine struct {
 // readActivity reads an activity log, skipping lines that do not parse.
 func readActivity(path string) ([]activityLine, error) { return readJSONLines[activityLine](path) }
 
+// waitActivity waits until the activity log holds n events of type typ and returns its lines.
+func (s *stack) waitActivity(path, typ string, n int) []activityLine {
+	s.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		lines, _ := readActivity(path)
+		got := 0
+		for _, l := range lines {
+			if l.Type == typ {
+				got++
+			}
+		}
+		if got >= n {
+			return lines
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("the activity log has %d %s events, want %d", got, typ, n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // readJSONLines reads a JSON-lines file (the activity log, the test agent's record), skipping
 // lines that do not parse as T.
 func readJSONLines[T any](path string) ([]T, error) {
