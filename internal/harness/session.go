@@ -11,6 +11,7 @@ import (
 	"github.com/buzz-harness/buzz/internal/acp"
 	"github.com/buzz-harness/buzz/internal/observer"
 	"github.com/buzz-harness/buzz/internal/prompt"
+	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/sessionstore"
 )
 
@@ -83,7 +84,7 @@ func (o *sessionOpener) params(spec sessionSpec) acp.SessionParams {
 			p.Meta["sessionTitle"] = t
 		}
 		p.Meta["channelId"] = ch.ID
-		if ch.Type != "unknown" && ch.Type != "" {
+		if ch.Type != string(protocol.ChannelUnknown) && ch.Type != "" {
 			p.Meta["channelType"] = ch.Type
 		}
 		k := spec.scope
@@ -114,7 +115,7 @@ func (o *sessionOpener) sessionTitle(ch channel) string {
 		name = "buzz-acp"
 	}
 	t := name
-	if ch.Type != "dm" && ch.Name != "" && ch.Name != "unknown" {
+	if ch.Type != string(protocol.ChannelDM) && ch.Name != "" && ch.Name != "unknown" {
 		t = name + " · #" + ch.Name
 	}
 	if r := []rune(t); len(r) > 80 {
