@@ -16,11 +16,11 @@ import (
 type ingestRule func(ctx context.Context, r *Relay, in *ingest) *result
 
 // ingestRules is every client event's way in, in order; an event that passes them all is
-// stored (storeEvent). Rules on the event alone come first, then rules on relay state, then the
-// steps that take an event over: admin kinds and DM commands are applied by submitAdmin and
-// skip the write rules after them (their rules are in admin_rules.go); ephemeral events fan out
-// without being stored. A new rule is a function here and its line in this list, placed where it
-// must run (see the package doc).
+// stored (storeEvent). First the rules on the event alone (and databaseLive), then the steps
+// that take admin kinds and DM commands over (submitAdmin applies them, by the rules in
+// admin_rules.go, so the write rules below never see them), then the write rules of stored and
+// ephemeral events, and last the ephemeral fan-out. A new rule is a function here and its line
+// in this list, placed where it must run (see the package doc).
 var ingestRules = []ingestRule{
 	validSignature,
 	authenticated,
