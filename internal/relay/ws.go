@@ -184,6 +184,9 @@ func (c *conn) readLoop() {
 		select {
 		case queue <- j:
 		case <-c.ctx.Done():
+			if j.verified != nil {
+				<-j.verified // the processor joins the checks of queued jobs; this one is ours
+			}
 			return
 		}
 	}
