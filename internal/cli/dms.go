@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/buzz-harness/buzz/internal/client"
 	"github.com/buzz-harness/buzz/internal/protocol"
@@ -95,8 +94,8 @@ func dmReplyChannel(msg string) (id string, created, ok bool) {
 		ChannelID string `json:"channel_id"`
 		Created   bool   `json:"created"`
 	}
-	body, found := strings.CutPrefix(msg, "response:")
-	if !found || json.Unmarshal([]byte(body), &reply) != nil || !protocol.IsUUID(reply.ChannelID) {
+	reason, body := protocol.ParseReason(msg)
+	if reason != protocol.ReasonResponse || json.Unmarshal([]byte(body), &reply) != nil || !protocol.IsUUID(reply.ChannelID) {
 		return "", false, false
 	}
 	return reply.ChannelID, reply.Created, true

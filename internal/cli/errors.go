@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/buzz-harness/buzz/internal/client"
+	"github.com/buzz-harness/buzz/internal/protocol"
 )
 
 // Exit codes (upstream buzz CLI).
@@ -72,7 +73,7 @@ func rejected(msg string) *Error {
 	if isUnknownID(msg) {
 		return &Error{Category: "not_found", Message: msg, Code: ExitUsage}
 	}
-	return &Error{Category: "relay_error", Message: msg, Retryable: strings.HasPrefix(msg, "rate-limited:"), Code: ExitNetwork}
+	return &Error{Category: "relay_error", Message: msg, Retryable: protocol.ReasonOf(msg) == protocol.ReasonRateLimited, Code: ExitNetwork}
 }
 
 // isUnknownID reports relay refusals that mean "no such channel or event", as opposed to a

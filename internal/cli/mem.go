@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -338,7 +337,7 @@ func memPublish(ctx context.Context, b *client.Bridge, p *engram.Pair, body engr
 		return nil, err
 	}
 	if !res.Accepted {
-		if strings.HasPrefix(res.Message, "duplicate:") {
+		if protocol.ReasonOf(res.Message) == protocol.ReasonDuplicate {
 			return nil, conflict("%s", res.Message)
 		}
 		return nil, rejected(res.Message)

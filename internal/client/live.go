@@ -757,8 +757,8 @@ func (l *Live) handleClosed(ctx context.Context, msg relayMessage) error {
 	// Denied or malformed for this sub only (not a member, access revoked, a filter the relay
 	// refuses): asking again would fail the same way, so stop asking. Forgotten before the
 	// CLOSED is delivered, so whoever reads it already sees the subscription gone.
-	final := strings.HasPrefix(msg.message, "restricted:") || strings.HasPrefix(msg.message, "invalid:") ||
-		strings.HasPrefix(msg.message, "blocked:")
+	reason := protocol.ReasonOf(msg.message)
+	final := reason == protocol.ReasonRestricted || reason == protocol.ReasonInvalid || reason == protocol.ReasonBlocked
 	in := Incoming{SubID: msg.subID, Closed: msg.message}
 	if final {
 		l.log.Warn("relay closed subscription for good", "sub", msg.subID, "reason", msg.message)

@@ -102,7 +102,7 @@ func keepChannels(chans []*channel, max int) ([]*channel, int) {
 }
 
 func channelFromMeta(m protocol.ChannelMeta) *channel {
-	return &channel{ID: m.ID, Name: m.Name, Type: m.HarnessType(), About: m.About}
+	return &channel{ID: m.ID, Name: m.Name, Type: string(m.ReportedType()), About: m.About}
 }
 
 // subscribe starts listening on a channel from since (flushSubs sends the REQ). At the channel
@@ -174,7 +174,7 @@ func (h *Harness) handleIncoming(ctx context.Context, in client.Incoming) {
 	case in.Closed != "":
 		n, isGroup := groupOf(in.SubID)
 		switch {
-		case isGroup && strings.HasPrefix(in.Closed, "restricted:"):
+		case isGroup && protocol.ReasonOf(in.Closed) == protocol.ReasonRestricted:
 			h.groupRestricted(ctx, n, in.Closed, in.Resume)
 		default:
 			h.log.Warn("relay closed a subscription", "sub", in.SubID, "reason", in.Closed)
@@ -283,7 +283,7 @@ func (h *Harness) applyMembership(m membershipCheck) {
 	case member && !h.chans.subs.has(m.id):
 		c := h.chans.byID[m.id]
 		if c == nil {
-			c = &channel{ID: m.id, Name: "unknown", Type: "unknown"}
+			c = &channel{ID: m.id, Name: "unknown", Type: string(protocol.ChannelUnknown)}
 			if m.info.meta != nil {
 				if m.info.meta.Archived {
 					return

@@ -101,7 +101,7 @@ func (g Gate) Allows(author, channelType string) bool {
 		return false
 	}
 	isOwner := g.Owner != "" && author == g.Owner
-	if channelType == protocol.TypeDM || channelType == "" || channelType == "unknown" {
+	if channelType == protocol.TypeDM || channelType == "" || channelType == string(protocol.ChannelUnknown) {
 		return isOwner
 	}
 	switch g.Mode {

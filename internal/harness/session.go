@@ -84,7 +84,7 @@ func (o *sessionOpener) params(spec sessionSpec) acp.SessionParams {
 			p.Meta["sessionTitle"] = t
 		}
 		p.Meta["channelId"] = ch.ID
-		if ch.Type != "unknown" && ch.Type != "" {
+		if ch.Type != string(protocol.ChannelUnknown) && ch.Type != "" {
 			p.Meta["channelType"] = ch.Type
 		}
 		k := spec.conv
@@ -115,7 +115,7 @@ func (o *sessionOpener) sessionTitle(ch channel) string {
 		name = "buzz-acp"
 	}
 	t := name
-	if ch.Type != "dm" && ch.Name != "" && ch.Name != "unknown" {
+	if ch.Type != string(protocol.ChannelDM) && ch.Name != "" && ch.Name != "unknown" {
 		t = name + " · #" + ch.Name
 	}
 	if r := []rune(t); len(r) > 80 {

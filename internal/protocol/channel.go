@@ -87,16 +87,31 @@ func (m ChannelMeta) Visibility() string {
 	return VisibilityOpen
 }
 
-// HarnessType is the channel type as the harness reports it in _meta.channelType and uses for
-// gating: "dm" for DMs and hidden channels, "private" for private ones, else "stream".
-func (m ChannelMeta) HarnessType() string {
+// ChannelType is a member channel's type as a harness reports it (upstream buzz-acp's
+// channel_type: _meta.channelType and the prompt's channel line) and gates prompts by. It is
+// coarser than the channel_type tag (TypeStream, TypeForum, TypeDM): a forum reports as a
+// stream, and a private stream or forum as private.
+type ChannelType string
+
+const (
+	ChannelStream  ChannelType = TypeStream        // an open stream or forum
+	ChannelPrivate ChannelType = VisibilityPrivate // a private stream or forum
+	ChannelDM      ChannelType = TypeDM            // a DM, or a hidden channel
+	// ChannelUnknown is a member channel whose metadata could not be read. It is gated like a
+	// DM, only the owner may prompt there: it fails closed.
+	ChannelUnknown ChannelType = "unknown"
+)
+
+// ReportedType is the channel's type as a harness reports it: ChannelDM for DMs and hidden
+// channels, ChannelPrivate for private ones, else ChannelStream.
+func (m ChannelMeta) ReportedType() ChannelType {
 	switch {
 	case m.Type == TypeDM || m.Hidden:
-		return TypeDM
+		return ChannelDM
 	case m.Type == VisibilityPrivate || m.Private:
-		return VisibilityPrivate
+		return ChannelPrivate
 	}
-	return TypeStream
+	return ChannelStream
 }
 
 // Member is one entry of a kind 39002 member list.

@@ -40,6 +40,24 @@ const (
 	KindWorkflowApproval = 46010
 )
 
+// Kinds the relay only classifies and does not otherwise read: clients may publish the first
+// group, never the second (relay-only upstream); gift wraps are p-gated.
+const (
+	KindLongForm   = 30023 // NIP-23 article
+	KindReadState  = 30078 // NIP-78 app data: upstream's read state
+	KindUserStatus = 30315 // NIP-38
+
+	KindRelayMembership = 13534 // NIP-43 membership list
+	KindDMVisibility    = 30622 // NIP-DV hidden-DM snapshot
+	KindGroupRoles      = 39003 // NIP-29 roles
+	KindThreadSummary   = 39005
+	KindWindowBounds    = 39006
+	KindRelayReserved   = 40901 // relay-only upstream; not served here
+	KindPresenceQuery   = 40902 // asks the relay for named pubkeys' presence
+
+	KindGiftWrap = 1059 // NIP-59
+)
+
 // IsEphemeral reports whether events of kind k are fanned out but never stored (NIP-01).
 func IsEphemeral(k int) bool { return k >= 20000 && k < 30000 }
 

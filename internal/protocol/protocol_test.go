@@ -119,21 +119,21 @@ func TestParseChannelMetaReadsSingleElementTags(t *testing.T) {
 	if m != want {
 		t.Fatalf("got %+v", m)
 	}
-	if m.Visibility() != VisibilityPrivate || m.HarnessType() != VisibilityPrivate {
-		t.Fatalf("visibility %s harness type %s", m.Visibility(), m.HarnessType())
+	if m.Visibility() != VisibilityPrivate || m.ReportedType() != VisibilityPrivate {
+		t.Fatalf("visibility %s reported type %s", m.Visibility(), m.ReportedType())
 	}
 	open := ParseChannelMeta(&nostr.Event{Tags: nostr.Tags{{"d", "c2"}, {"public"}}})
-	if open.Private || open.Type != TypeStream || open.HarnessType() != TypeStream {
+	if open.Private || open.Type != TypeStream || open.ReportedType() != TypeStream {
 		t.Fatalf("open = %+v", open)
 	}
 }
 
-func TestHarnessTypeReportsHiddenChannelsAsDM(t *testing.T) {
-	if got := (ChannelMeta{ID: "c", Name: "alice-bot", Hidden: true}).HarnessType(); got != TypeDM {
-		t.Fatalf("hidden channel: harness type %q, want %q", got, TypeDM)
+func TestReportedTypeOfHiddenChannelsIsDM(t *testing.T) {
+	if got := (ChannelMeta{ID: "c", Name: "alice-bot", Hidden: true}).ReportedType(); got != TypeDM {
+		t.Fatalf("hidden channel: reported type %q, want %q", got, TypeDM)
 	}
-	if got := (ChannelMeta{ID: "c", Type: TypeDM}).HarnessType(); got != TypeDM {
-		t.Fatalf("dm channel: harness type %q, want %q", got, TypeDM)
+	if got := (ChannelMeta{ID: "c", Type: TypeDM}).ReportedType(); got != TypeDM {
+		t.Fatalf("dm channel: reported type %q, want %q", got, TypeDM)
 	}
 }
 

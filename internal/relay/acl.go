@@ -25,11 +25,11 @@ type acl struct {
 
 // pGatedKinds are readable only by the pubkey in their p tag (gift wraps, observer frames,
 // membership notices).
-var pGatedKinds = []int{1059, 24200, 44100, 44101}
+var pGatedKinds = []int{protocol.KindGiftWrap, protocol.KindObserverFrame, protocol.KindMemberAdded, protocol.KindMemberRemoved}
 
 // personalKinds are readable only by their author or the pubkey in their p tag (NIP-AE
 // engrams: an agent's memory; NIP-AM turn metrics: the agent and its owner).
-var personalKinds = []int{30174, 44200}
+var personalKinds = []int{protocol.KindEngram, protocol.KindTurnMetric}
 
 // maxReadableCache bounds the per-reader cache; it is simply dropped when full.
 const maxReadableCache = 4096

@@ -57,7 +57,9 @@ type denial struct {
 
 func (d *denial) Error() string { return d.msg }
 
-func deny(msg string) error { return &denial{http.StatusBadRequest, msg} }
+func deny(reason protocol.Reason, text string) error {
+	return &denial{http.StatusBadRequest, reason.Msg(text)}
+}
 
 // adminRule decides one admin kind: the plan to commit, or a denial.
 type adminRule func(in adminInput) (adminPlan, error)
@@ -100,7 +102,7 @@ func (r *Relay) planAdmin(ctx context.Context, ev *nostr.Event, chID string) (ad
 			return plan, rejected(d.status, d.msg), false
 		}
 		r.log.Error("admin rule lookup", "kind", ev.Kind, "err", err)
-		return plan, rejected(http.StatusInternalServerError, "error: lookup failed"), false
+		return plan, rejected(http.StatusInternalServerError, protocol.ReasonError.Msg("lookup failed")), false
 	}
 	return plan, result{}, true
 }
@@ -110,16 +112,16 @@ func (r *Relay) planAdmin(ctx context.Context, ev *nostr.Event, chID string) (ad
 func decideAdmin(in adminInput) (adminPlan, error) {
 	rule, ok := adminRules[in.ev.Kind]
 	if !ok {
-		return adminPlan{}, deny("restricted: unknown admin kind")
+		return adminPlan{}, deny(protocol.ReasonRestricted, "unknown admin kind")
 	}
 	// Creating a channel, or opening a DM (which creates it on first use), needs none yet.
 	opens := in.ev.Kind == protocol.KindCreateGroup || in.ev.Kind == protocol.KindDMOpen || in.ev.Kind == protocol.KindDMAddMember
 	if !opens || in.exists {
 		if !in.exists || in.ch.Deleted {
-			return adminPlan{}, deny("invalid: unknown channel")
+			return adminPlan{}, deny(protocol.ReasonInvalid, "unknown channel")
 		}
 		if in.ch.Archived && in.ev.Kind != protocol.KindEditMetadata && in.ev.Kind != protocol.KindLeaveRequest {
-			return adminPlan{}, deny("restricted: channel is archived")
+			return adminPlan{}, deny(protocol.ReasonRestricted, "channel is archived")
 		}
 	}
 	return rule(in)
@@ -146,29 +148,29 @@ func ruleCreateGroup(in adminInput) (adminPlan, error) {
 	plan := newPlan(in)
 	ev, actor := in.ev, in.ev.PubKey
 	if in.exists {
-		return plan, deny("invalid: channel already exists")
+		return plan, deny(protocol.ReasonInvalid, "channel already exists")
 	}
 	name := protocol.TagValue(ev.Tags, "name")
 	if name == "" {
-		return plan, deny("invalid: channel name is required")
+		return plan, deny(protocol.ReasonInvalid, "channel name is required")
 	}
 	vis := protocol.TagValue(ev.Tags, "visibility")
 	if vis == "" {
 		vis = protocol.VisibilityOpen
 	}
 	if vis != protocol.VisibilityOpen && vis != protocol.VisibilityPrivate {
-		return plan, deny("invalid: visibility must be open or private")
+		return plan, deny(protocol.ReasonInvalid, "visibility must be open or private")
 	}
 	typ := protocol.TagValue(ev.Tags, "channel_type")
 	if typ == "" {
 		typ = protocol.TypeStream
 	}
 	if typ != protocol.TypeStream && typ != protocol.TypeForum {
-		return plan, deny("invalid: channel_type must be stream or forum")
+		return plan, deny(protocol.ReasonInvalid, "channel_type must be stream or forum")
 	}
 	ttl, ok := parseTTL(ev)
 	if !ok {
-		return plan, deny("invalid: ttl must be a non-negative number of seconds")
+		return plan, deny(protocol.ReasonInvalid, "ttl must be a non-negative number of seconds")
 	}
 	chID, _ := protocol.ChannelID(ev.Tags)
 	plan.ch = store.Channel{
@@ -189,25 +191,25 @@ func rulePutUser(in adminInput) (adminPlan, error) {
 	ev, actor, ch := in.ev, in.ev.PubKey, in.ch
 	target, err := protocol.ParsePubkey(protocol.TagValue(ev.Tags, "p"))
 	if err != nil {
-		return plan, deny("invalid: p tag must name the member's pubkey")
+		return plan, deny(protocol.ReasonInvalid, "p tag must name the member's pubkey")
 	}
 	role := protocol.TagValue(ev.Tags, "role")
 	if role == "" {
 		role = protocol.RoleMember
 	}
 	if !protocol.ValidRole(role) {
-		return plan, deny("invalid: role must be owner, admin, member, guest or bot")
+		return plan, deny(protocol.ReasonInvalid, "role must be owner, admin, member, guest or bot")
 	}
 	current, already := ch.Members[target]
 	switch {
 	case ch.Visibility == protocol.VisibilityPrivate && !isManager(in.role):
-		return plan, deny("restricted: only owners and admins can add members to a private channel")
+		return plan, deny(protocol.ReasonRestricted, "only owners and admins can add members to a private channel")
 	case (already || role != protocol.RoleMember) && !isManager(in.role):
-		return plan, deny("restricted: only owners and admins can change roles")
+		return plan, deny(protocol.ReasonRestricted, "only owners and admins can change roles")
 	case role == protocol.RoleOwner && in.role != protocol.RoleOwner:
-		return plan, deny("restricted: only owners can grant the owner role")
+		return plan, deny(protocol.ReasonRestricted, "only owners can grant the owner role")
 	case current == protocol.RoleOwner && role != protocol.RoleOwner && owners(ch) == 1:
-		return plan, deny("restricted: cannot demote the last owner")
+		return plan, deny(protocol.ReasonRestricted, "cannot demote the last owner")
 	}
 	if already && current == role {
 		plan.state = false // nothing changes; keep the event, skip re-emission
@@ -237,13 +239,13 @@ func checkAddPolicy(look adminLookup, actor, target string) error {
 	}
 	switch policy {
 	case policyNobody:
-		return deny("invalid: policy:nobody — this agent has disabled external channel additions")
+		return deny(protocol.ReasonInvalid, "policy:nobody — this agent has disabled external channel additions")
 	case policyOwnerOnly:
 		if owner == "" {
-			return deny("invalid: policy:owner_only — agent has no owner set")
+			return deny(protocol.ReasonInvalid, "policy:owner_only — agent has no owner set")
 		}
 		if owner != actor {
-			return deny("invalid: policy:owner_only — only the agent owner can add this agent")
+			return deny(protocol.ReasonInvalid, "policy:owner_only — only the agent owner can add this agent")
 		}
 	}
 	return nil
@@ -256,18 +258,18 @@ func ruleRemoveUser(in adminInput) (adminPlan, error) {
 	ev, actor, ch := in.ev, in.ev.PubKey, in.ch
 	target, err := protocol.ParsePubkey(protocol.TagValue(ev.Tags, "p"))
 	if err != nil {
-		return plan, deny("invalid: p tag must name the member's pubkey")
+		return plan, deny(protocol.ReasonInvalid, "p tag must name the member's pubkey")
 	}
 	role, member := ch.Members[target]
 	switch {
 	case !member:
-		return plan, deny("invalid: not a channel member")
+		return plan, deny(protocol.ReasonInvalid, "not a channel member")
 	case target != actor && !isManager(in.role):
-		return plan, deny("restricted: only owners and admins can remove other members")
+		return plan, deny(protocol.ReasonRestricted, "only owners and admins can remove other members")
 	case role == protocol.RoleOwner && owners(ch) == 1:
-		return plan, deny("restricted: cannot remove the last owner")
+		return plan, deny(protocol.ReasonRestricted, "cannot remove the last owner")
 	case role == protocol.RoleOwner && target != actor && in.role != protocol.RoleOwner:
-		return plan, deny("restricted: only owners can remove an owner")
+		return plan, deny(protocol.ReasonRestricted, "only owners can remove an owner")
 	}
 	plan.remove = []string{target}
 	plan.removed = []string{target}
@@ -295,7 +297,7 @@ func ruleEditMetadata(in adminInput) (adminPlan, error) {
 		switch t[0] {
 		case "name":
 			if v == "" {
-				return plan, deny("invalid: channel name cannot be empty")
+				return plan, deny(protocol.ReasonInvalid, "channel name cannot be empty")
 			}
 			c.Name, changed, privileged = v, true, true
 		case "about":
@@ -312,7 +314,7 @@ func ruleEditMetadata(in adminInput) (adminPlan, error) {
 			c.Archived, changed, privileged = arch, true, true
 		case "visibility":
 			if v != protocol.VisibilityOpen && v != protocol.VisibilityPrivate {
-				return plan, deny("invalid: visibility must be open or private")
+				return plan, deny(protocol.ReasonInvalid, "visibility must be open or private")
 			}
 			if v != c.Visibility {
 				events = append(events, "visibility_changed")
@@ -321,20 +323,20 @@ func ruleEditMetadata(in adminInput) (adminPlan, error) {
 		case "ttl":
 			ttl, ok := parseTTL(ev)
 			if !ok {
-				return plan, deny("invalid: ttl must be a non-negative number of seconds")
+				return plan, deny(protocol.ReasonInvalid, "ttl must be a non-negative number of seconds")
 			}
 			c.TTL, changed, privileged = ttl, true, true
 		}
 	}
 	switch {
 	case !changed:
-		return plan, deny("invalid: nothing to edit (name, about, archived, topic, purpose, visibility or ttl)")
+		return plan, deny(protocol.ReasonInvalid, "nothing to edit (name, about, archived, topic, purpose, visibility or ttl)")
 	case privileged && !isManager(in.role):
-		return plan, deny("restricted: only owners and admins can change name, about, archived, visibility or ttl")
+		return plan, deny(protocol.ReasonRestricted, "only owners and admins can change name, about, archived, visibility or ttl")
 	case in.role == "":
-		return plan, deny("restricted: not a channel member")
+		return plan, deny(protocol.ReasonRestricted, "not a channel member")
 	case plan.ch.Archived && !privileged:
-		return plan, deny("restricted: channel is archived")
+		return plan, deny(protocol.ReasonRestricted, "channel is archived")
 	}
 	typ := "channel_updated"
 	if len(events) > 0 {
@@ -350,7 +352,7 @@ func ruleDeleteEvent(in adminInput) (adminPlan, error) {
 	actor := in.ev.PubKey
 	target := protocol.TagValue(in.ev.Tags, "e")
 	if !protocol.IsHex64(target) {
-		return plan, deny("invalid: e tag must name the event to delete")
+		return plan, deny(protocol.ReasonInvalid, "e tag must name the event to delete")
 	}
 	old, oldCh, err := in.look.event(target)
 	if err != nil {
@@ -358,9 +360,9 @@ func ruleDeleteEvent(in adminInput) (adminPlan, error) {
 	}
 	switch {
 	case old == nil || oldCh != in.ch.ID:
-		return plan, deny("invalid: target event is not in this channel")
+		return plan, deny(protocol.ReasonInvalid, "target event is not in this channel")
 	case old.PubKey != actor && !isManager(in.role):
-		return plan, deny("restricted: only the author, owners and admins can delete a message")
+		return plan, deny(protocol.ReasonRestricted, "only the author, owners and admins can delete a message")
 	}
 	plan.deleteID = target
 	plan.state = false
@@ -372,7 +374,7 @@ func ruleDeleteEvent(in adminInput) (adminPlan, error) {
 func ruleDeleteGroup(in adminInput) (adminPlan, error) {
 	plan := newPlan(in)
 	if in.role != protocol.RoleOwner {
-		return plan, deny("restricted: only owners can delete a channel")
+		return plan, deny(protocol.ReasonRestricted, "only owners can delete a channel")
 	}
 	plan.ch.Deleted = true
 	plan.system = map[string]string{"type": "channel_deleted", "actor": in.ev.PubKey}
@@ -384,7 +386,7 @@ func ruleJoin(in adminInput) (adminPlan, error) {
 	plan := newPlan(in)
 	actor := in.ev.PubKey
 	if in.ch.Visibility == protocol.VisibilityPrivate {
-		return plan, deny("restricted: channel is private; ask an owner or admin to add you")
+		return plan, deny(protocol.ReasonRestricted, "channel is private; ask an owner or admin to add you")
 	}
 	if in.role != "" {
 		plan.state = false
@@ -402,9 +404,9 @@ func ruleLeave(in adminInput) (adminPlan, error) {
 	actor := in.ev.PubKey
 	switch {
 	case in.role == "":
-		return plan, deny("invalid: not a channel member")
+		return plan, deny(protocol.ReasonInvalid, "not a channel member")
 	case in.role == protocol.RoleOwner && owners(in.ch) == 1:
-		return plan, deny("restricted: the last owner cannot leave")
+		return plan, deny(protocol.ReasonRestricted, "the last owner cannot leave")
 	}
 	plan.remove = []string{actor}
 	plan.removed = []string{actor}

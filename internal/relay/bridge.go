@@ -20,8 +20,13 @@ type bridgeHandler func(w http.ResponseWriter, req *http.Request, pubkey string,
 // verification (u/method/payload, ±60 s, replayed auth ids refused).
 func (r *Relay) bridge(h bridgeHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, req *http.Request) {
+		if !r.enter() {
+			writeError(w, http.StatusServiceUnavailable, protocol.ReasonError.Msg("relay is shutting down"))
+			return
+		}
+		defer r.handlers.Done()
 		if !r.originAllowed(req) {
-			writeError(w, http.StatusForbidden, "forbidden: origin not allowed")
+			writeError(w, http.StatusForbidden, protocol.ReasonForbidden.Msg("origin not allowed"))
 			return
 		}
 		if req.Method != http.MethodPost {
@@ -33,10 +38,10 @@ func (r *Relay) bridge(h bridgeHandler) http.HandlerFunc {
 		if err != nil {
 			var tooBig *http.MaxBytesError
 			if errors.As(err, &tooBig) {
-				writeError(w, http.StatusRequestEntityTooLarge, "invalid: body exceeds 524288 bytes")
+				writeError(w, http.StatusRequestEntityTooLarge, protocol.ReasonInvalid.Msg("body exceeds 524288 bytes"))
 				return
 			}
-			writeError(w, http.StatusBadRequest, "invalid: could not read body")
+			writeError(w, http.StatusBadRequest, protocol.ReasonInvalid.Msg("could not read body"))
 			return
 		}
 		header := req.Header.Get("Authorization")
@@ -65,7 +70,7 @@ func (r *Relay) bridge(h bridgeHandler) http.HandlerFunc {
 		expires := ev.CreatedAt.Time().Add(2 * protocol.AuthWindow)
 		fresh, err := r.st.MarkAuthSeen(req.Context(), ev.ID, now, expires)
 		if err != nil {
-			storeFailure(w, err, "error: replay check failed")
+			storeFailure(w, err, protocol.ReasonError.Msg("replay check failed"))
 			return
 		}
 		if !fresh {
@@ -79,10 +84,10 @@ func (r *Relay) bridge(h bridgeHandler) http.HandlerFunc {
 func (r *Relay) bridgeEvents(w http.ResponseWriter, req *http.Request, pubkey string, body []byte) {
 	ev, err := parseEvent(body)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid: "+err.Error())
+		writeError(w, http.StatusBadRequest, protocol.ReasonInvalid.Msg(err.Error()))
 		return
 	}
-	res := r.submit(req.Context(), ev, pubkey, true)
+	res := r.submit(req.Context(), ev, fromBridge(pubkey))
 	if !res.OK {
 		writeError(w, res.Status, res.Msg)
 		return
@@ -94,16 +99,16 @@ func (r *Relay) bridgeEvents(w http.ResponseWriter, req *http.Request, pubkey st
 func parseFilterArray(body []byte) ([]store.Filter, error) {
 	var raws []json.RawMessage
 	if err := json.Unmarshal(bytes.TrimSpace(body), &raws); err != nil {
-		return nil, errors.New("invalid: body must be a JSON array of filters")
+		return nil, errors.New(protocol.ReasonInvalid.Msg("body must be a JSON array of filters"))
 	}
 	if len(raws) == 0 || len(raws) > maxFilters {
-		return nil, errors.New("invalid: send 1 to 10 filters")
+		return nil, errors.New(protocol.ReasonInvalid.Msg("send 1 to 10 filters"))
 	}
 	out := make([]store.Filter, 0, len(raws))
 	for _, raw := range raws {
 		f, err := parseFilter(raw)
 		if err != nil {
-			return nil, errors.New("invalid: " + err.Error())
+			return nil, errors.New(protocol.ReasonInvalid.Msg(err.Error()))
 		}
 		out = append(out, f)
 	}
@@ -183,7 +188,7 @@ func (r *Relay) bridgeCount(w http.ResponseWriter, req *http.Request, pubkey str
 // that), else 500 with msg.
 func storeFailure(w http.ResponseWriter, err error, msg string) {
 	if errors.Is(err, store.ErrClosed) {
-		writeError(w, http.StatusServiceUnavailable, "error: relay is shutting down")
+		writeError(w, http.StatusServiceUnavailable, protocol.ReasonError.Msg("relay is shutting down"))
 		return
 	}
 	writeError(w, http.StatusInternalServerError, msg)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"sync"
 
 	"github.com/nbd-wtf/go-nostr"
 
@@ -20,14 +21,16 @@ type stampKey struct {
 
 // nextStamp gives relay-signed events a created_at strictly greater than the previous one of
 // the same (kind, channel), so rapid successive state updates are never lost to NIP-01's
-// replaceable tie-breaking.
+// replaceable tie-breaking. The caller holds the channel's admin lock (submitAdmin), which is
+// what keeps one (kind, channel)'s stamps in order; stampMu only guards the map, so one
+// channel's database read does not hold up another's stamp.
 func (r *Relay) nextStamp(ctx context.Context, kind int, channel string, fresh bool) (nostr.Timestamp, error) {
-	r.stampMu.Lock()
-	defer r.stampMu.Unlock()
 	k := stampKey{kind, channel}
+	r.stampMu.Lock()
 	last, ok := r.stamps[k]
-	// Other nodes stamp too: read the newest from the database, under the channel's admin
-	// lock (submitAdmin), so stamps keep increasing across nodes.
+	r.stampMu.Unlock()
+	// Other nodes stamp too: read the newest from the database, under the channel's
+	// cross-node lock, so stamps keep increasing across nodes.
 	// A channel this admin event creates has no events yet (the rules refuse to create one that
 	// exists, deleted or not): asking the database would scan every channel's relay events of
 	// this kind, and creating N channels cost O(N²).
@@ -45,7 +48,9 @@ func (r *Relay) nextStamp(ctx context.Context, kind int, channel string, fresh b
 	if ts <= last {
 		ts = last + 1
 	}
+	r.stampMu.Lock()
 	r.stamps[k] = ts
+	r.stampMu.Unlock()
 	return nostr.Timestamp(ts), nil
 }
 
@@ -66,12 +71,56 @@ func (r *Relay) signRelay(ctx context.Context, kind int, channel string, fresh b
 	return ev, nil
 }
 
+// channelLocks serializes admin actions per channel: each checks the channel's state, then
+// writes the change. An entry lives only while its lock is held or awaited, so the map holds
+// the channels being changed right now, not every channel ever changed.
+type channelLocks struct {
+	mu sync.Mutex
+	m  map[string]*channelLock
+}
+
+type channelLock struct {
+	sem   chan struct{} // holds a token while locked
+	users int           // holding or waiting; guarded by channelLocks.mu
+}
+
+// lock takes id's lock and returns its release.
+func (l *channelLocks) lock(id string) (unlock func()) {
+	l.mu.Lock()
+	if l.m == nil {
+		l.m = map[string]*channelLock{}
+	}
+	e := l.m[id]
+	if e == nil {
+		e = &channelLock{sem: make(chan struct{}, 1)}
+		l.m[id] = e
+	}
+	e.users++
+	l.mu.Unlock()
+	e.sem <- struct{}{}
+	return func() {
+		<-e.sem
+		l.mu.Lock()
+		if e.users--; e.users == 0 {
+			delete(l.m, id)
+		}
+		l.mu.Unlock()
+	}
+}
+
+// held is how many channels' locks are held or awaited (tests).
+func (l *channelLocks) held() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.m)
+}
+
 // submitAdmin validates and applies a NIP-29 admin event (9000-9022), then stores it together
 // with the relay-signed state (39000/39001/39002), a 40099 system message and 44100/44101
 // notices in one transaction, and fans all of them out.
+// Admin actions on different channels run concurrently; on one channel, one at a time.
 func (r *Relay) submitAdmin(ctx context.Context, ev *nostr.Event, chID string) result {
-	r.admin.Lock()
-	defer r.admin.Unlock()
+	defer r.admin.lock(chID)()
 	if r.shared != nil {
 		// Other nodes act on this channel too: hold its lock across them, and decide on the
 		// channel as the database has it now, not as this node's mirror last heard.
@@ -88,7 +137,7 @@ func (r *Relay) submitAdmin(ctx context.Context, ev *nostr.Event, chID string) r
 		if ev.Kind == protocol.KindDMOpen {
 			// The same open sent twice (same second, same keys): still name the DM, which
 			// is all the sender needs from the answer.
-			return accepted(`response:{"channel_id":"` + chID + `","created":false}`)
+			return accepted(protocol.Response(`{"channel_id":"` + chID + `","created":false}`))
 		}
 		return accepted(store.ErrDuplicate.Error())
 	}
@@ -147,7 +196,7 @@ func (r *Relay) submitAdmin(ctx context.Context, ev *nostr.Event, chID string) r
 	notice(protocol.KindMemberRemoved, "member_removed", plan.removed)
 	if err != nil {
 		r.log.Error("sign relay event", "err", err)
-		return rejected(http.StatusInternalServerError, "error: could not sign channel state")
+		return rejected(http.StatusInternalServerError, protocol.ReasonError.Msg("could not sign channel state"))
 	}
 	now := r.now().Unix()
 	err = r.st.Update(ctx, func(tx store.Tx) error {

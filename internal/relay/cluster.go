@@ -30,7 +30,7 @@ type shared interface {
 
 // errNoDatabase answers writes while the node is cut off from the shared database: it would
 // act on channel state other nodes may have changed. Clients retry.
-var errNoDatabase = rejected(http.StatusServiceUnavailable, "error: relay lost its database connection; retry in a few seconds")
+var errNoDatabase = rejected(http.StatusServiceUnavailable, protocol.ReasonError.Msg("relay lost its database connection; retry in a few seconds"))
 
 // followTimeout bounds how long Open waits for the change feed's first connection.
 const followTimeout = 30 * time.Second

@@ -30,31 +30,31 @@ func dmParticipants(ev *nostr.Event, existing []string) ([]string, error) {
 		}
 		pk := strings.ToLower(t[1])
 		if _, err := hex.DecodeString(pk); err != nil {
-			return nil, deny("invalid: bad pubkey hex: " + t[1])
+			return nil, deny(protocol.ReasonInvalid, "bad pubkey hex: "+t[1])
 		}
 		if len(pk) != 64 {
-			return nil, deny("invalid: pubkey must be 32 bytes: " + t[1])
+			return nil, deny(protocol.ReasonInvalid, "pubkey must be 32 bytes: "+t[1])
 		}
 		others = append(others, pk)
 	}
 	if ev.Kind == protocol.KindDMOpen {
 		switch {
 		case len(others) == 0:
-			return nil, deny("invalid: pubkeys must contain at least 1 other participant")
+			return nil, deny(protocol.ReasonInvalid, "pubkeys must contain at least 1 other participant")
 		case len(others) > protocol.MaxDMParticipants-1:
-			return nil, deny(fmt.Sprintf("invalid: pubkeys may contain at most %d other participants (%d total)", protocol.MaxDMParticipants-1, protocol.MaxDMParticipants))
+			return nil, deny(protocol.ReasonInvalid, fmt.Sprintf("pubkeys may contain at most %d other participants (%d total)", protocol.MaxDMParticipants-1, protocol.MaxDMParticipants))
 		}
 	} else if len(others) == 0 {
-		return nil, deny("invalid: must specify at least 1 new participant in p tags")
+		return nil, deny(protocol.ReasonInvalid, "must specify at least 1 new participant in p tags")
 	}
 	set := append(append([]string{ev.PubKey}, existing...), others...)
 	slices.Sort(set)
 	set = slices.Compact(set)
 	if len(set) > protocol.MaxDMParticipants {
-		return nil, deny(fmt.Sprintf("invalid: DM supports at most %d participants", protocol.MaxDMParticipants))
+		return nil, deny(protocol.ReasonInvalid, fmt.Sprintf("DM supports at most %d participants", protocol.MaxDMParticipants))
 	}
 	if len(set) < 2 {
-		return nil, deny("invalid: pubkeys must contain at least 1 other participant")
+		return nil, deny(protocol.ReasonInvalid, "pubkeys must contain at least 1 other participant")
 	}
 	return set, nil
 }
@@ -81,14 +81,14 @@ func (r *Relay) dmTarget(ev *nostr.Event) (string, error) {
 	if ev.Kind == protocol.KindDMAddMember {
 		h := protocol.TagValue(ev.Tags, "h")
 		if h == "" {
-			return "", deny("invalid: missing h tag (channel_id)")
+			return "", deny(protocol.ReasonInvalid, "missing h tag (channel_id)")
 		}
 		ch, ok := r.acl.get(h)
 		if _, member := ch.Members[ev.PubKey]; !ok || ch.Deleted || !member {
-			return "", deny("forbidden: not a member of this DM")
+			return "", deny(protocol.ReasonForbidden, "not a member of this DM")
 		}
 		if ch.Type != protocol.TypeDM {
-			return "", deny("invalid: channel is not a DM")
+			return "", deny(protocol.ReasonInvalid, "channel is not a DM")
 		}
 		existing = sortedMembers(ch)
 	}
@@ -116,7 +116,7 @@ func ruleDMOpen(in adminInput) (adminPlan, error) {
 	created := !in.exists
 	if in.exists {
 		if in.role == "" {
-			return plan, deny("restricted: only an active DM participant may restore the participant set")
+			return plan, deny(protocol.ReasonRestricted, "only an active DM participant may restore the participant set")
 		}
 		for _, pk := range set {
 			if _, ok := in.ch.Members[pk]; !ok {
@@ -146,6 +146,6 @@ func ruleDMOpen(in adminInput) (adminPlan, error) {
 		reply["created"] = created
 	}
 	body, _ := json.Marshal(reply)
-	plan.reply = "response:" + string(body)
+	plan.reply = protocol.Response(string(body))
 	return plan, nil
 }

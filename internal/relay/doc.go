@@ -17,10 +17,27 @@
 //     state (members) khatru does not know about; and the HTTP bridge (per-filter limits,
 //     before_id keyset paging, NIP-98 replay guard) is outside khatru altogether.
 //
-// The event pipeline (ingest.go) is shared by WS EVENT and POST /events. Channel state lives in
-// the store and is mirrored in memory (acl.go) so access checks on the hot paths need no query;
-// acl.go is also the one place read access is decided (stored queries carry its store.Access).
-// Each NIP-29 admin kind has its own rule function (admin_rules.go).
+// The event pipeline (ingest.go) is shared by WS EVENT and POST /events: every client event runs
+// through ingestRules (rules.go), an ordered list of small functions, each deciding one thing
+// (a signature, a kind table, the h-tag rule, the write rule, an edit's target...) and tested
+// alone (rules_test.go). Each returns nil to pass the event on, or the answer that ends the
+// chain; an event that passes them all is stored and fanned out. Admin kinds and DM commands are
+// applied by their step in the list, one channel at a time (submitAdmin), with one rule function
+// per kind (admin_rules.go); ephemeral events fan out in theirs.
+//
+// Adding a rule (a rate limit, a created_at bound, a tag cap, a kind's own check) is one change
+// in rules.go: write func(ctx, r, in) *result, refusing with refuse(status, protocol.ReasonX.Msg(…)),
+// put it in ingestRules where it must run (checks of the event alone before databaseLive, write
+// rules after applyDMCommand, anything ephemeral events must pass before fanOutEphemeral), and
+// test it alone. Kinds are named in internal/protocol; answers are built with protocol.Reason, so
+// clients can classify them.
+//
+// Channel state lives in the store and is mirrored in memory (acl.go) so access checks on the
+// hot paths need no query; acl.go is also the one place read access is decided (stored queries
+// carry its store.Access).
+//
+// Relay.Close ends the WebSocket connections and waits for every connection handler (and its
+// reader, writer and pinger) and bridge request before it closes the store.
 //
 // Several nodes may share one PostgreSQL database (Config.Database, same relay.key). cluster.go
 // keeps the per-node state right across them: every write NOTIFYs on commit, and each node

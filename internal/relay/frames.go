@@ -31,7 +31,7 @@ type frameError struct {
 func (e *frameError) Error() string { return e.Msg }
 
 func invalidf(subID, format string, args ...any) *frameError {
-	return &frameError{SubID: subID, Msg: "invalid: " + fmt.Sprintf(format, args...)}
+	return &frameError{SubID: subID, Msg: protocol.ReasonInvalid.Msgf(format, args...)}
 }
 
 // parseFrame decodes a client message strictly: a JSON array whose first element is a known

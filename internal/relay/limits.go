@@ -123,16 +123,16 @@ func (r *Relay) startRead(ctx context.Context, client string, filters []store.Fi
 func (r *Relay) readFailure(err error, what string) (int, string) {
 	switch {
 	case errors.Is(err, errBusy):
-		return http.StatusTooManyRequests, "rate-limited: too many queries running; retry in 1s"
+		return http.StatusTooManyRequests, protocol.ReasonRateLimited.Msg("too many queries running; retry in 1s")
 	case errors.Is(err, context.DeadlineExceeded):
-		return http.StatusServiceUnavailable, fmt.Sprintf("error: %s took longer than %s", what, r.cfg.QueryTimeout)
+		return http.StatusServiceUnavailable, protocol.ReasonError.Msgf("%s took longer than %s", what, r.cfg.QueryTimeout)
 	case errors.Is(err, store.ErrClosed):
-		return http.StatusServiceUnavailable, "error: relay is shutting down"
+		return http.StatusServiceUnavailable, protocol.ReasonError.Msg("relay is shutting down")
 	case errors.Is(err, context.Canceled):
-		return http.StatusServiceUnavailable, "error: request cancelled"
+		return http.StatusServiceUnavailable, protocol.ReasonError.Msg("request cancelled")
 	}
 	r.log.Error(what, "err", err)
-	return http.StatusInternalServerError, "error: " + what + " failed"
+	return http.StatusInternalServerError, protocol.ReasonError.Msg(what + " failed")
 }
 
 // canonicalOrigin is scheme://host[:port], lowercase, default ports dropped.

@@ -66,7 +66,7 @@ func (q *okQueue) run() {
 // only when writeWindow events are already waiting.
 func (q *okQueue) submit(j *job) {
 	ev := j.f.Event
-	res, w := q.c.r.check(q.c.ctx, ev, j.checkErr, q.c.pubkey(), false)
+	res, w := q.c.r.check(q.c.ctx, newIngest(ev, j.checkErr, fromWebSocket(q.c.pubkey())))
 	p := pendingOK{id: ev.ID, res: res, w: w}
 	if w != nil {
 		p.done = q.c.r.updateAsync(q.c.ctx, w.fn)

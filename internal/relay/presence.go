@@ -18,8 +18,6 @@ const (
 	presenceTTL       = 150 * time.Second
 	maxPresenceStatus = 128 // bytes of status kept, as upstream truncates it
 	maxPresenceKeys   = 100_000
-	// kindPresenceQuery is the relay-only kind upstream's CLI asks for presence with.
-	kindPresenceQuery = 40902
 )
 
 type presenceEntry struct {
@@ -75,7 +73,7 @@ func (p *presenceBook) get(pubkey string, now time.Time) (presenceEntry, bool) {
 // isPresenceQuery reports a filter asking for named pubkeys' presence: one kind, 20001 or
 // upstream's 40902, and authors.
 func isPresenceQuery(f nostr.Filter) bool {
-	return len(f.Kinds) == 1 && (f.Kinds[0] == protocol.KindPresence || f.Kinds[0] == kindPresenceQuery) && len(f.Authors) > 0
+	return len(f.Kinds) == 1 && (f.Kinds[0] == protocol.KindPresence || f.Kinds[0] == protocol.KindPresenceQuery) && len(f.Authors) > 0
 }
 
 // presenceEvents answers a presence query: one relay-signed 20001 per author with a live

@@ -90,16 +90,17 @@ type Relay struct {
 	acl   *acl
 	mux   *http.ServeMux
 	info  []byte
-	admin sync.Mutex // serializes channel admin actions (check, write, cache update)
+	admin channelLocks // serializes each channel's admin actions (check, write, cache update)
 
 	stampMu sync.Mutex
 	stamps  map[stampKey]int64
 
 	presence presenceBook // latest kind 20001 per pubkey (presence.go)
 
-	connsMu sync.RWMutex
-	conns   map[*conn]struct{}
-	closed  bool
+	connsMu  sync.RWMutex
+	conns    map[*conn]struct{}
+	closed   bool
+	handlers sync.WaitGroup // WebSocket connections and bridge requests being served
 
 	gate    *queryGate
 	origins map[string]bool
@@ -235,7 +236,8 @@ func (r *Relay) PublicKey() string { return r.pk }
 // ServeHTTP serves WebSocket, NIP-11, /info, /health and the HTTP bridge.
 func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) { r.mux.ServeHTTP(w, req) }
 
-// Close drops every WebSocket client and closes the store.
+// Close drops every WebSocket client, waits until every connection and bridge request being
+// served has ended, and closes the store. Requests that arrive meanwhile are turned away.
 func (r *Relay) Close() error {
 	r.connsMu.Lock()
 	if r.closed {
@@ -251,10 +253,23 @@ func (r *Relay) Close() error {
 	for _, c := range conns {
 		c.shutdown()
 	}
+	r.handlers.Wait()
 	if r.stopFollow != nil {
 		r.stopFollow()
 	}
 	return r.st.Close()
+}
+
+// enter admits one bridge request, unless the relay is closing; the caller calls
+// r.handlers.Done when it is done.
+func (r *Relay) enter() bool {
+	r.connsMu.Lock()
+	defer r.connsMu.Unlock()
+	if r.closed {
+		return false
+	}
+	r.handlers.Add(1)
+	return true
 }
 
 // privateDir creates dir 0700, or checks that an existing one is closed to group and others:
@@ -280,7 +295,7 @@ func (r *Relay) handleRoot(w http.ResponseWriter, req *http.Request) {
 	}
 	if strings.EqualFold(req.Header.Get("Upgrade"), "websocket") {
 		if !r.originAllowed(req) {
-			writeError(w, http.StatusForbidden, "forbidden: origin not allowed")
+			writeError(w, http.StatusForbidden, protocol.ReasonForbidden.Msg("origin not allowed"))
 			return
 		}
 		r.serveWS(w, req)
@@ -364,6 +379,11 @@ func Serve(ctx context.Context, ln net.Listener, r *Relay) error {
 	// the relay: that ends the WebSocket connections, which Shutdown does not track, and the
 	// store. The other order fails requests that were already being served.
 	err := srv.Shutdown(sctx)
+	if err != nil {
+		// A request still running (a client not reading its answer, say) would keep
+		// r.Close waiting: cut its connection.
+		srv.Close()
+	}
 	r.Close()
 	<-errc
 	return err

@@ -92,17 +92,23 @@ func (r *Relay) serveWS(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	r.conns[c] = struct{}{}
+	r.handlers.Add(1)
 	r.connsMu.Unlock()
+	// The connection's goroutines end before the handler does, and the handler before
+	// Relay.Close closes the store.
+	var loops sync.WaitGroup
 	defer func() {
+		cancel()
+		ws.CloseNow()
+		loops.Wait()
 		r.connsMu.Lock()
 		delete(r.conns, c)
 		r.connsMu.Unlock()
-		cancel()
-		ws.CloseNow()
+		r.handlers.Done()
 	}()
 
-	go c.writeLoop()
-	go c.pingLoop()
+	loops.Go(c.writeLoop)
+	loops.Go(c.pingLoop)
 	c.send([]any{"AUTH", c.challenge})
 	c.readLoop()
 }
@@ -158,7 +164,7 @@ func (c *conn) readLoop() {
 			return
 		}
 		if len(data) > MaxFrameBytes {
-			c.send([]any{"NOTICE", "invalid: frame exceeds 524288 bytes"})
+			c.send([]any{"NOTICE", protocol.ReasonInvalid.Msg("frame exceeds 524288 bytes")})
 			if n, _ := io.Copy(io.Discard, io.LimitReader(rd, drainLimit)); n >= drainLimit {
 				return
 			}
@@ -178,6 +184,9 @@ func (c *conn) readLoop() {
 		select {
 		case queue <- j:
 		case <-c.ctx.Done():
+			if j.verified != nil {
+				<-j.verified // the processor joins the checks of queued jobs; this one is ours
+			}
 			return
 		}
 	}
@@ -332,7 +341,7 @@ func (c *conn) process(j *job) {
 	case "AUTH":
 		c.handleAuth(f.Event)
 	case "EVENT":
-		res := c.r.submitChecked(c.ctx, f.Event, j.checkErr, c.pubkey(), false)
+		res := c.r.submitChecked(c.ctx, f.Event, j.checkErr, fromWebSocket(c.pubkey()))
 		c.send([]any{"OK", f.Event.ID, res.OK, res.Msg})
 	case "REQ":
 		c.handleReq(f)
@@ -350,10 +359,10 @@ func (c *conn) handleAuth(ev *nostr.Event) {
 	defer c.mu.Unlock()
 	switch c.state {
 	case authOK:
-		c.send([]any{"OK", ev.ID, false, "auth-required: already authenticated"})
+		c.send([]any{"OK", ev.ID, false, protocol.ReasonAuthRequired.Msg("already authenticated")})
 		return
 	case authFailed:
-		c.send([]any{"OK", ev.ID, false, "auth-required: authentication already failed on this connection"})
+		c.send([]any{"OK", ev.ID, false, protocol.ReasonAuthRequired.Msg("authentication already failed on this connection")})
 		return
 	}
 	urls, err := c.r.selfURLs()
@@ -365,7 +374,7 @@ func (c *conn) handleAuth(ev *nostr.Event) {
 	if err != nil {
 		c.state = authFailed
 		c.r.log.Debug("auth failed", "host", c.host, "err", err)
-		c.send([]any{"OK", ev.ID, false, "auth-required: verification failed (" + err.Error() + ")"})
+		c.send([]any{"OK", ev.ID, false, protocol.ReasonAuthRequired.Msg("verification failed (" + err.Error() + ")")})
 		return
 	}
 	c.state, c.authed = authOK, ev.PubKey
@@ -387,7 +396,7 @@ func pGateViolation(pubkey string, f store.Filter) string {
 	for _, k := range f.Kinds {
 		if isPGated(k) {
 			if p := f.Tags["p"]; len(p) != 1 || p[0] != pubkey {
-				return "restricted: p-gated kinds require a #p filter of exactly your pubkey"
+				return protocol.ReasonRestricted.Msg("p-gated kinds require a #p filter of exactly your pubkey")
 			}
 			return ""
 		}
@@ -398,8 +407,8 @@ func pGateViolation(pubkey string, f store.Filter) string {
 func (c *conn) handleReq(f frame) {
 	pk := c.pubkey()
 	if pk == "" {
-		c.send([]any{"NOTICE", "auth-required: authenticate before subscribing"})
-		c.send([]any{"CLOSED", f.SubID, "auth-required: not authenticated"})
+		c.send([]any{"NOTICE", protocol.ReasonAuthRequired.Msg("authenticate before subscribing")})
+		c.send([]any{"CLOSED", f.SubID, protocol.ReasonAuthRequired.Msg("not authenticated")})
 		return
 	}
 	// A REQ replaces any subscription with its id, also when it is refused below: the old
@@ -418,13 +427,13 @@ func (c *conn) handleReq(f frame) {
 		}
 		for _, h := range flt.Tags["h"] {
 			if c.r.acl.private(h) && !c.r.acl.canRead(pk, h) {
-				c.send([]any{"CLOSED", f.SubID, "restricted: not a channel member"})
+				c.send([]any{"CLOSED", f.SubID, protocol.ReasonRestricted.Msg("not a channel member")})
 				return
 			}
 		}
 	}
 	if search > 0 && search < len(f.Filters) {
-		c.send([]any{"CLOSED", f.SubID, "error: cannot mix search and non-search filters"})
+		c.send([]any{"CLOSED", f.SubID, protocol.ReasonError.Msg("cannot mix search and non-search filters")})
 		return
 	}
 	if search == 0 {
@@ -433,7 +442,7 @@ func (c *conn) handleReq(f frame) {
 		c.mu.Lock()
 		if _, exists := c.subs[f.SubID]; !exists && len(c.subs) >= maxSubscriptions {
 			c.mu.Unlock()
-			c.send([]any{"CLOSED", f.SubID, "error: too many subscriptions"})
+			c.send([]any{"CLOSED", f.SubID, protocol.ReasonError.Msg("too many subscriptions")})
 			return
 		}
 		c.subs[f.SubID] = f.Filters
@@ -489,7 +498,7 @@ func (c *conn) handleReq(f frame) {
 func (c *conn) handleCount(f frame) {
 	pk := c.pubkey()
 	if pk == "" {
-		c.send([]any{"CLOSED", f.SubID, "auth-required: not authenticated"})
+		c.send([]any{"CLOSED", f.SubID, protocol.ReasonAuthRequired.Msg("not authenticated")})
 		return
 	}
 	if msg := c.r.checkFilters(pk, f.Filters); msg != "" {
@@ -593,7 +602,7 @@ func (r *Relay) revoke(pubkey, channelID string) {
 		}
 		c.mu.Unlock()
 		for _, id := range closed {
-			c.send([]any{"CLOSED", id, "restricted: channel access revoked"})
+			c.send([]any{"CLOSED", id, protocol.ReasonRestricted.Msg("channel access revoked")})
 		}
 	}
 }

@@ -389,67 +389,14 @@ func (t *sqliteTx) execResult(q string, args ...any) (sql.Result, error) {
 	return st.Exec(args...)
 }
 
-func dTag(ev *nostr.Event) string {
-	for _, t := range ev.Tags {
-		if len(t) >= 2 && t[0] == "d" {
-			return t[1]
-		}
-	}
-	return ""
-}
-
-func isReplaceable(k int) bool { return k == 0 || k == 3 || k == 41 || (k >= 10000 && k < 20000) }
-func isAddressable(k int) bool { return k >= 30000 && k < 40000 }
-
 func (t *sqliteTx) SaveEvent(ev *nostr.Event, channelID string) error {
 	var d any
-	if isReplaceable(ev.Kind) || isAddressable(ev.Kind) {
-		q := `SELECT seq, id, created_at, tags FROM events WHERE kind = ? AND pubkey = ? AND deleted_at IS NULL`
-		args := []any{ev.Kind, ev.PubKey}
-		if isAddressable(ev.Kind) {
-			d = dTag(ev)
-			q += ` AND d_tag = ?`
-			args = append(args, d)
+	if addr, ok := AddressOf(ev); ok {
+		if addr.D != nil {
+			d = *addr.D
 		}
-		st, err := t.stmt(q)
-		if err != nil {
+		if err := t.replace(ev, addr); err != nil {
 			return err
-		}
-		rows, err := st.Query(args...)
-		if err != nil {
-			return err
-		}
-		var older []storedRow
-		newer := false
-		for rows.Next() {
-			var r storedRow
-			var id string
-			if err := rows.Scan(&r.seq, &id, &r.createdAt, &r.tags); err != nil {
-				rows.Close()
-				return err
-			}
-			if id == ev.ID {
-				rows.Close()
-				return ErrDuplicate
-			}
-			// NIP-01: the newest wins; on a created_at tie the lowest id wins.
-			if r.createdAt > int64(ev.CreatedAt) || (r.createdAt == int64(ev.CreatedAt) && id < ev.ID) {
-				newer = true
-			} else {
-				older = append(older, r)
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		if newer {
-			return ErrNewerExists
-		}
-		for _, r := range older {
-			if err := t.purge(r); err != nil {
-				return err
-			}
 		}
 	}
 	tags, err := json.Marshal(ev.Tags)
@@ -481,6 +428,45 @@ func (t *sqliteTx) SaveEvent(ev *nostr.Event, channelID string) error {
 	}
 	if Searchable(ev) {
 		if err := t.exec(`INSERT INTO events_fts (rowid, content) VALUES (?, ?)`, seq, ev.Content); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// replace removes the versions stored at addr that ev replaces, or refuses ev (Replaces).
+func (t *sqliteTx) replace(ev *nostr.Event, addr Address) error {
+	q, args := VersionsQuery(sqliteDialect{}, addr)
+	st, err := t.stmt(q)
+	if err != nil {
+		return err
+	}
+	rows, err := st.Query(args...)
+	if err != nil {
+		return err
+	}
+	var stored []Version
+	var found []storedRow
+	for rows.Next() {
+		var r storedRow
+		var v Version
+		if err := rows.Scan(&r.seq, &v.ID, &v.CreatedAt, &r.tags); err != nil {
+			rows.Close()
+			return err
+		}
+		r.createdAt = v.CreatedAt
+		stored, found = append(stored, v), append(found, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	older, err := Replaces(ev, stored)
+	if err != nil {
+		return err
+	}
+	for _, i := range older {
+		if err := t.purge(found[i]); err != nil {
 			return err
 		}
 	}
@@ -568,13 +554,14 @@ func boolInt(b bool) int {
 
 // Query implements Store.
 func (s *SQLite) Query(ctx context.Context, a Access, f Filter, limit int) ([]nostr.Event, error) {
-	where, args, empty := buildWhere(a, f)
+	var args []any
+	where, empty := Where(sqliteDialect{}, &args, a, f)
 	if empty || limit <= 0 {
 		return []nostr.Event{}, nil
 	}
 	q := `SELECT e.id, e.pubkey, e.created_at, e.kind, e.tags, e.content, e.sig FROM events e WHERE ` + where +
-		` ORDER BY e.created_at DESC, e.id ASC LIMIT ?`
-	rows, err := s.r.QueryContext(ctx, q, append(args, limit)...)
+		` ORDER BY e.created_at DESC, e.id ASC LIMIT ` + sqliteDialect{}.Param(&args, limit)
+	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -601,12 +588,11 @@ func (s *SQLite) Count(ctx context.Context, a Access, filters []Filter) (int64, 
 	var parts []string
 	var args []any
 	for _, f := range filters {
-		where, fa, empty := buildWhere(a, f)
+		where, empty := Where(sqliteDialect{}, &args, a, f)
 		if empty {
 			continue
 		}
 		parts = append(parts, `SELECT e.seq FROM events e WHERE `+where)
-		args = append(args, fa...)
 	}
 	if len(parts) == 0 {
 		return 0, nil
@@ -710,4 +696,66 @@ func (s *SQLite) MarkAuthSeen(ctx context.Context, id string, now, expires time.
 		return nil
 	})
 	return fresh, err
+}
+
+// sqliteDialect is SQLite's Dialect: "?" placeholders, the reader's channels as one JSON array
+// parameter, and FTS5 search.
+type sqliteDialect struct{}
+
+func (sqliteDialect) Param(args *[]any, v any) string {
+	*args = append(*args, v)
+	return "?"
+}
+
+func (sqliteDialect) In(args *[]any, col string, vals []string) string {
+	return inList(args, col, vals)
+}
+
+func (sqliteDialect) InInts(args *[]any, col string, vals []int) string {
+	return inList(args, col, vals)
+}
+
+// inList is "col IN (?,?,…)", one parameter per value.
+func inList[T any](args *[]any, col string, vals []T) string {
+	for _, v := range vals {
+		*args = append(*args, v)
+	}
+	return col + " IN (" + placeholders(len(vals)) + ")"
+}
+
+func (sqliteDialect) InSet(args *[]any, col string, vals []string) string {
+	set, _ := json.Marshal(vals)
+	if vals == nil {
+		set = []byte("[]")
+	}
+	*args = append(*args, string(set))
+	return col + " IN (SELECT value FROM json_each(?))"
+}
+
+func (sqliteDialect) Search(args *[]any, text string) string {
+	q := FTSQuery(text)
+	if q == "" {
+		return ""
+	}
+	*args = append(*args, q)
+	return "e.seq IN (SELECT rowid FROM events_fts WHERE events_fts MATCH ?)"
+}
+
+func placeholders(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	return strings.Repeat("?,", n-1) + "?"
+}
+
+// FTSQuery turns free text into an FTS5 query that cannot be a syntax error: every word
+// becomes a quoted string (all must match). Returns "" when there are no words.
+func FTSQuery(s string) string {
+	words := SearchTerms(s)
+	var parts []string
+	for _, w := range words {
+		w = strings.ReplaceAll(w, `"`, `""`)
+		parts = append(parts, `"`+w+`"`)
+	}
+	return strings.Join(parts, " ")
 }

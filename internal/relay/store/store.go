@@ -1,6 +1,8 @@
 // Package store persists the relay's events, channels, members and NIP-98 replay guard.
 // The relay talks to it through Store; SQLite (Open) is the embedded implementation and
-// store/postgres the one several relay nodes can share. storetest is the suite both pass.
+// store/postgres the one several relay nodes can share. Both build a filter's SQL and apply
+// NIP-01 replacement with the same code (query.go), each through its own Dialect.
+// storetest is the suite both pass.
 package store
 
 import (
@@ -16,10 +18,10 @@ import (
 )
 
 // ErrDuplicate means the event id is already stored.
-var ErrDuplicate = errors.New("duplicate: event already stored")
+var ErrDuplicate = errors.New(protocol.ReasonDuplicate.Msg("event already stored"))
 
 // ErrNewerExists means a replaceable or addressable event lost to a newer stored version.
-var ErrNewerExists = errors.New("duplicate: a newer version is already stored")
+var ErrNewerExists = errors.New(protocol.ReasonDuplicate.Msg("a newer version is already stored"))
 
 // Filter is a NIP-01 filter plus Buzz's keyset cursor: with BeforeID set, only events strictly
 // after (Until, BeforeID) in (created_at DESC, id ASC) order match.

@@ -20,7 +20,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nbd-wtf/go-nostr"
 
-	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/relay/store"
 )
 
@@ -146,15 +145,6 @@ type pgTx struct {
 	s   *Store
 }
 
-func dTag(ev *nostr.Event) string {
-	for _, t := range ev.Tags {
-		if len(t) >= 2 && t[0] == "d" {
-			return t[1]
-		}
-	}
-	return ""
-}
-
 // text makes s storable as PostgreSQL text, which holds neither NUL nor invalid UTF-8. Used on
 // both sides (stored values and filter values), so lookups still agree.
 func text(s string) string {
@@ -166,75 +156,13 @@ func text(s string) string {
 
 func (t *pgTx) SaveEvent(ev *nostr.Event, channelID string) error {
 	var d *string
-	if protocol.IsReplaceable(ev.Kind) || protocol.IsAddressable(ev.Kind) {
-		q := `SELECT seq, id, created_at, tags FROM events WHERE kind = $1 AND pubkey = $2 AND deleted_at IS NULL`
-		args := []any{ev.Kind, text(ev.PubKey)}
-		addr := fmt.Sprintf("%d:%s", ev.Kind, ev.PubKey)
-		if protocol.IsAddressable(ev.Kind) {
-			v := text(dTag(ev))
+	if addr, ok := store.AddressOf(ev); ok {
+		if addr.D != nil {
+			v := text(*addr.D)
 			d = &v
-			q += ` AND d_tag = $3`
-			args = append(args, v)
-			addr += ":" + v
 		}
-		// One writer per address at a time, across nodes: without it two versions saved at
-		// once would both see no rival and both be stored.
-		if _, err := t.tx.Exec(t.ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, text(addr)); err != nil {
+		if err := t.replace(ev, addr); err != nil {
 			return err
-		}
-		rows, err := t.tx.Query(t.ctx, q, args...)
-		if err != nil {
-			return err
-		}
-		var older []int64
-		var gone tagRows // the replaced versions' tag rows
-		newer, dup := false, false
-		for rows.Next() {
-			var seq, ca int64
-			var id, tags string
-			if err := rows.Scan(&seq, &id, &ca, &tags); err != nil {
-				rows.Close()
-				return err
-			}
-			switch {
-			case id == ev.ID:
-				dup = true
-			// NIP-01: the newest wins; on a created_at tie the lowest id wins.
-			case ca > int64(ev.CreatedAt) || (ca == int64(ev.CreatedAt) && id < ev.ID):
-				newer = true
-			default:
-				older = append(older, seq)
-				var tt nostr.Tags
-				if err := json.Unmarshal([]byte(tags), &tt); err != nil {
-					rows.Close()
-					return fmt.Errorf("event %d: bad stored tags: %w", seq, err)
-				}
-				gone.add(tt, ca, seq)
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		if dup {
-			return store.ErrDuplicate
-		}
-		if newer {
-			return store.ErrNewerExists
-		}
-		if len(older) > 0 {
-			// Replaced versions go entirely: no replaceable history. Their tag rows are addressed
-			// by their whole key, rebuilt from the stored tags: event_tags has no index by seq.
-			if len(gone.names) > 0 {
-				if _, err := t.tx.Exec(t.ctx, `DELETE FROM event_tags WHERE (name, value, created_at, seq) IN
-					(SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]))`,
-					gone.names, gone.values, gone.createdAt, gone.seqs); err != nil {
-					return err
-				}
-			}
-			if _, err := t.tx.Exec(t.ctx, `DELETE FROM events WHERE seq = ANY($1)`, older); err != nil {
-				return err
-			}
 		}
 	}
 	tags, err := json.Marshal(ev.Tags)
@@ -272,6 +200,66 @@ func (t *pgTx) SaveEvent(ev *nostr.Event, channelID string) error {
 		}
 	}
 	return t.notify(noticeEvent, strconv.FormatInt(seq, 10))
+}
+
+// replace removes the versions stored at addr that ev replaces, or refuses ev (store.Replaces).
+func (t *pgTx) replace(ev *nostr.Event, addr store.Address) error {
+	// One writer per address at a time, across nodes: without it two versions saved at once
+	// would both see no rival and both be stored.
+	lock := fmt.Sprintf("%d:%s", addr.Kind, addr.Pubkey)
+	if addr.D != nil {
+		lock += ":" + *addr.D
+	}
+	if _, err := t.tx.Exec(t.ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, text(lock)); err != nil {
+		return err
+	}
+	q, args := store.VersionsQuery(dialect{}, addr)
+	rows, err := t.tx.Query(t.ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	var stored []store.Version
+	var seqs []int64
+	var tags []string
+	for rows.Next() {
+		var v store.Version
+		var seq int64
+		var tt string
+		if err := rows.Scan(&seq, &v.ID, &v.CreatedAt, &tt); err != nil {
+			rows.Close()
+			return err
+		}
+		stored, seqs, tags = append(stored, v), append(seqs, seq), append(tags, tt)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	older, err := store.Replaces(ev, stored)
+	if err != nil || len(older) == 0 {
+		return err
+	}
+	// Replaced versions go entirely: no replaceable history. Their tag rows are addressed by
+	// their whole key, rebuilt from the stored tags: event_tags has no index by seq.
+	var gone tagRows
+	var goneSeqs []int64
+	for _, i := range older {
+		var tt nostr.Tags
+		if err := json.Unmarshal([]byte(tags[i]), &tt); err != nil {
+			return fmt.Errorf("event %d: bad stored tags: %w", seqs[i], err)
+		}
+		gone.add(tt, stored[i].CreatedAt, seqs[i])
+		goneSeqs = append(goneSeqs, seqs[i])
+	}
+	if len(gone.names) > 0 {
+		if _, err := t.tx.Exec(t.ctx, `DELETE FROM event_tags WHERE (name, value, created_at, seq) IN
+			(SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]))`,
+			gone.names, gone.values, gone.createdAt, gone.seqs); err != nil {
+			return err
+		}
+	}
+	_, err = t.tx.Exec(t.ctx, `DELETE FROM events WHERE seq = ANY($1)`, goneSeqs)
+	return err
 }
 
 // tagRows are event_tags keys as parallel arrays, for unnest.
@@ -348,13 +336,13 @@ func (s *Store) Query(ctx context.Context, acc store.Access, f store.Filter, lim
 	if s.closed.Load() {
 		return nil, store.ErrClosed
 	}
-	var a args
-	where, empty := buildWhere(&a, acc, f)
+	var a []any
+	where, empty := store.Where(dialect{}, &a, acc, f)
 	if empty || limit <= 0 {
 		return []nostr.Event{}, nil
 	}
 	q := `SELECT e.id, e.pubkey, e.created_at, e.kind, e.tags, e.content, e.content_raw, e.sig FROM events e WHERE ` + where +
-		` ORDER BY e.created_at DESC, e.id ASC LIMIT ` + a.add(limit)
+		` ORDER BY e.created_at DESC, e.id ASC LIMIT ` + dialect{}.Param(&a, limit)
 	rows, err := s.pool.Query(ctx, q, a...)
 	if err != nil {
 		return nil, s.wrap(err)
@@ -405,10 +393,10 @@ func (s *Store) Count(ctx context.Context, acc store.Access, filters []store.Fil
 	if s.closed.Load() {
 		return 0, store.ErrClosed
 	}
-	var a args
+	var a []any
 	var parts []string
 	for _, f := range filters {
-		where, empty := buildWhere(&a, acc, f)
+		where, empty := store.Where(dialect{}, &a, acc, f)
 		if empty {
 			continue
 		}

@@ -1,0 +1,301 @@
+package relay
+
+import (
+	"cmp"
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/protocol/turnmetric"
+)
+
+// ingestRule is one step of the ingest chain (see ingestRules). It returns nil to pass the event
+// on, or the answer that ends the chain: a refusal, or for the steps that apply an event
+// themselves, its outcome.
+type ingestRule func(ctx context.Context, r *Relay, in *ingest) *result
+
+// ingestRules is every client event's way in, in order; an event that passes them all is
+// stored (storeEvent). First the rules on the event alone (and databaseLive), then the steps
+// that take admin kinds and DM commands over (submitAdmin applies them, by the rules in
+// admin_rules.go, so the write rules below never see them), then the write rules of stored and
+// ephemeral events, and last the ephemeral fan-out. A new rule is a function here and its line
+// in this list, placed where it must run (see the package doc).
+var ingestRules = []ingestRule{
+	validSignature,
+	authenticated,
+	signedAsAuthenticated,
+	servedKind,
+	ephemeralOverWebSocket,
+	oneLowercaseChannel,
+	channelKindNamesChannel,
+	turnMetricAddressing,
+	databaseLive,
+
+	applyAdmin,
+	applyDMCommand,
+
+	writableChannel,
+	editOfOwnMessage,
+	systemRowByMember,
+	fanOutEphemeral,
+}
+
+func refuse(status int, msg string) *result {
+	res := rejected(status, msg)
+	return &res
+}
+
+// kinds is a set of event kinds.
+type kinds map[int]bool
+
+func kindSet(list ...int) kinds {
+	s := kinds{}
+	for _, k := range list {
+		s[k] = true
+	}
+	return s
+}
+
+// clientKinds are the kinds clients may publish (Buzz's allow-list, trimmed to what we serve).
+var clientKinds = kindSet(
+	protocol.KindProfile, protocol.KindTextNote, protocol.KindDeletion, protocol.KindReaction,
+	protocol.KindStreamMessage,
+	protocol.KindPutUser, protocol.KindRemoveUser, protocol.KindEditMetadata, protocol.KindDeleteEvent,
+	protocol.KindCreateGroup, protocol.KindDeleteGroup, protocol.KindJoinRequest, protocol.KindLeaveRequest,
+	protocol.KindAgentProfile, protocol.KindPresence, protocol.KindTyping, protocol.KindObserverFrame,
+	protocol.KindLongForm, protocol.KindReadState, protocol.KindEngram, protocol.KindUserStatus,
+	protocol.KindTurnMetric,
+	protocol.KindStreamMessageV2, protocol.KindEdit, protocol.KindReminder, protocol.KindDiffMessage,
+	protocol.KindSystemMessage, protocol.KindCanvas,
+	protocol.KindForumPost, protocol.KindForumVote, protocol.KindForumComment,
+	protocol.KindDMOpen, protocol.KindDMAddMember, // docs/dms.md
+)
+
+// relayOnlyKinds are signed by the relay itself; clients may not publish them.
+var relayOnlyKinds = kindSet(
+	protocol.KindRelayMembership, protocol.KindDMVisibility,
+	protocol.KindGroupMetadata, protocol.KindGroupAdmins, protocol.KindGroupMembers, protocol.KindGroupRoles,
+	protocol.KindThreadSummary, protocol.KindWindowBounds, protocol.KindRelayReserved, protocol.KindPresenceQuery,
+	protocol.KindMemberAdded, protocol.KindMemberRemoved,
+)
+
+// channelKinds must carry an h tag naming an existing channel.
+var channelKinds = kindSet(
+	protocol.KindStreamMessage, protocol.KindTyping, protocol.KindStreamMessageV2, protocol.KindEdit,
+	protocol.KindReminder, protocol.KindDiffMessage, protocol.KindSystemMessage, protocol.KindCanvas,
+	protocol.KindForumPost, protocol.KindForumVote, protocol.KindForumComment,
+	protocol.KindPutUser, protocol.KindRemoveUser, protocol.KindEditMetadata, protocol.KindDeleteEvent,
+	protocol.KindCreateGroup, protocol.KindDeleteGroup, protocol.KindJoinRequest, protocol.KindLeaveRequest,
+)
+
+// validSignature: the id is the event's hash and the signature its author's.
+func validSignature(_ context.Context, _ *Relay, in *ingest) *result {
+	if in.sigErr != nil {
+		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg(in.sigErr.Error()))
+	}
+	return nil
+}
+
+// authenticated: only a proven pubkey publishes (NIP-42 on a socket; NIP-98 always holds one).
+func authenticated(_ context.Context, _ *Relay, in *ingest) *result {
+	if in.from.pubkey == "" {
+		return refuse(http.StatusUnauthorized, protocol.ReasonAuthRequired.Msg("authenticate before publishing"))
+	}
+	return nil
+}
+
+// signedAsAuthenticated: nobody relays another pubkey's events.
+func signedAsAuthenticated(_ context.Context, _ *Relay, in *ingest) *result {
+	if in.ev.PubKey != in.from.pubkey {
+		return refuse(http.StatusForbidden, protocol.ReasonRestricted.Msg("event pubkey does not match the authenticated pubkey"))
+	}
+	return nil
+}
+
+// servedKind: a client kind, never one the relay signs.
+func servedKind(_ context.Context, _ *Relay, in *ingest) *result {
+	switch {
+	case relayOnlyKinds[in.ev.Kind]:
+		return refuse(http.StatusBadRequest, protocol.ReasonRestricted.Msg("relay-only kind"))
+	case !clientKinds[in.ev.Kind]:
+		return refuse(http.StatusBadRequest, protocol.ReasonRestricted.Msg("unknown event kind"))
+	}
+	return nil
+}
+
+// ephemeralOverWebSocket: the bridge stores and answers; an ephemeral event has nowhere to go.
+func ephemeralOverWebSocket(_ context.Context, _ *Relay, in *ingest) *result {
+	if in.from.via == viaBridge && protocol.IsEphemeral(in.ev.Kind) {
+		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg("ephemeral events must be sent over WebSocket"))
+	}
+	return nil
+}
+
+// oneLowercaseChannel: every h tag is the same lowercase UUID.
+func oneLowercaseChannel(_ context.Context, _ *Relay, in *ingest) *result {
+	for _, t := range in.ev.Tags {
+		if len(t) < 2 || t[0] != "h" {
+			continue
+		}
+		switch {
+		case !protocol.IsUUID(t[1]):
+			return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg("channel id (h tag) must be a UUID"))
+		// One spelling per channel: an uppercase twin would be a second channel with the same
+		// id to a human (or a case-insensitive client), created by someone else.
+		case t[1] != strings.ToLower(t[1]):
+			return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg("channel id (h tag) must be a lowercase UUID"))
+		// One event, one channel: a second h tag would let a write checked against one channel
+		// match readers' #h filters of another.
+		case t[1] != in.channel:
+			return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg("an event belongs to one channel (several h tags)"))
+		}
+	}
+	return nil
+}
+
+// channelKindNamesChannel: channel kinds carry their channel.
+func channelKindNamesChannel(_ context.Context, _ *Relay, in *ingest) *result {
+	if channelKinds[in.ev.Kind] && in.channel == "" {
+		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg("missing h tag with the channel id"))
+	}
+	return nil
+}
+
+// turnMetricAddressing is NIP-AM's envelope: a global event (no channel) for exactly one reader,
+// the p-tagged owner, naming its author as the agent. Its content is NIP-44 the relay cannot read.
+func turnMetricAddressing(_ context.Context, _ *Relay, in *ingest) *result {
+	ev := in.ev
+	if ev.Kind != protocol.KindTurnMetric {
+		return nil
+	}
+	if in.channel != "" {
+		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg("turn metrics (kind 44200) are global and carry no h tag"))
+	}
+	ps, agents := turnmetric.Addressing(ev.Tags)
+	if len(ps) != 1 || !protocol.IsHex64(ps[0]) {
+		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg("a turn metric needs exactly one p tag naming its owner"))
+	}
+	if len(agents) != 1 || agents[0] != ev.PubKey {
+		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg("a turn metric needs exactly one agent tag equal to its author"))
+	}
+	return nil
+}
+
+// databaseLive: a node cut off from the shared database would act on channel state other nodes
+// may have changed, so it takes no writes until its change feed is back.
+func databaseLive(_ context.Context, r *Relay, _ *ingest) *result {
+	if r.shared != nil && !r.shared.Live() {
+		res := errNoDatabase
+		return &res
+	}
+	return nil
+}
+
+// applyAdmin applies a NIP-29 admin event (admin_rules.go decides it).
+func applyAdmin(ctx context.Context, r *Relay, in *ingest) *result {
+	if !protocol.IsChannelAdmin(in.ev.Kind) {
+		return nil
+	}
+	res := r.submitAdmin(ctx, in.ev, in.channel)
+	return &res
+}
+
+// applyDMCommand opens a DM or adds to one (dm.go), applied like an admin event on the DM of
+// the participant set.
+func applyDMCommand(ctx context.Context, r *Relay, in *ingest) *result {
+	if in.ev.Kind != protocol.KindDMOpen && in.ev.Kind != protocol.KindDMAddMember {
+		return nil
+	}
+	target, err := r.dmTarget(in.ev)
+	if err != nil {
+		return refuse(http.StatusBadRequest, err.Error())
+	}
+	res := r.submitAdmin(ctx, in.ev, target)
+	return &res
+}
+
+// writableChannel is the write rule for channel-scoped events: the channel exists and is live,
+// and the author is a member unless it is open. Globally stored kinds (profiles, say) that name
+// a channel still need the right to write there.
+func writableChannel(ctx context.Context, r *Relay, in *ingest) *result {
+	target := cmp.Or(in.scope, in.channel)
+	if target == "" {
+		return nil
+	}
+	res := r.checkWrite(in.ev.PubKey, target)
+	if res == nil || r.shared == nil {
+		return res
+	}
+	// Another node may have created the channel or added the member a moment ago, before its
+	// notice reached this node: ask the database before refusing.
+	if r.reloadChannel(ctx, target) != nil {
+		return res
+	}
+	return r.checkWrite(in.ev.PubKey, target)
+}
+
+func (r *Relay) checkWrite(pubkey, chID string) *result {
+	ch, ok := r.acl.get(chID)
+	switch {
+	case !ok || ch.Deleted:
+		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg("unknown channel"))
+	case ch.Archived:
+		return refuse(http.StatusBadRequest, protocol.ReasonRestricted.Msg("channel is archived"))
+	}
+	if _, member := ch.Members[pubkey]; !member && ch.Visibility == protocol.VisibilityPrivate {
+		return refuse(http.StatusBadRequest, protocol.ReasonRestricted.Msg("not a channel member"))
+	}
+	return nil
+}
+
+// editOfOwnMessage is the edit rule (kind 40003): the e tag names a message of the same channel
+// written by the signer. Without it anyone could publish "edits" of others' messages that a
+// client would show in place of the original.
+func editOfOwnMessage(ctx context.Context, r *Relay, in *ingest) *result {
+	ev := in.ev
+	if ev.Kind != protocol.KindEdit {
+		return nil
+	}
+	target := protocol.TagValue(ev.Tags, "e")
+	if !protocol.IsHex64(target) {
+		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg("an edit needs an e tag naming the message"))
+	}
+	old, oldCh, err := r.st.Event(ctx, target)
+	switch {
+	case err != nil:
+		return refuse(http.StatusInternalServerError, protocol.ReasonError.Msg("lookup failed"))
+	case old == nil:
+		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg("edit target event not found"))
+	case oldCh != in.channel:
+		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg("target event belongs to a different channel"))
+	case old.PubKey != ev.PubKey:
+		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg("must be event author to edit"))
+	}
+	return nil
+}
+
+// systemRowByMember: a system row speaks for the channel; anyone could post one into an open
+// channel, so only its members may (the relay signs its own rows and never comes through here).
+func systemRowByMember(ctx context.Context, r *Relay, in *ingest) *result {
+	if in.ev.Kind == protocol.KindSystemMessage && !r.isMember(ctx, in.ev.PubKey, in.channel) {
+		return refuse(http.StatusForbidden, protocol.ReasonRestricted.Msg("only channel members may post system rows (kind 40099)"))
+	}
+	return nil
+}
+
+// fanOutEphemeral delivers an ephemeral event to this node's subscribers and the other nodes',
+// and answers at once: it is never stored.
+func fanOutEphemeral(ctx context.Context, r *Relay, in *ingest) *result {
+	if !protocol.IsEphemeral(in.ev.Kind) {
+		return nil
+	}
+	r.broadcast(in.ev, in.scope)
+	if r.shared != nil {
+		if err := r.shared.Publish(ctx, in.ev, in.scope); err != nil {
+			r.log.Warn("ephemeral event not passed to other nodes", "id", in.ev.ID, "err", err)
+		}
+	}
+	res := accepted("")
+	return &res
+}
