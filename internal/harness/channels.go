@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -22,7 +21,7 @@ const subMembership = "membership-notif"
 type channel struct {
 	ID    string
 	Name  string
-	Type  string // stream | private | dm | unknown
+	Type  protocol.ChannelType
 	About string
 	// OwnerShared: the owner is a member too. Such channels are never the ones left out.
 	OwnerShared bool
@@ -102,7 +101,7 @@ func keepChannels(chans []*channel, max int) ([]*channel, int) {
 }
 
 func channelFromMeta(m protocol.ChannelMeta) *channel {
-	return &channel{ID: m.ID, Name: m.Name, Type: string(m.ReportedType()), About: m.About}
+	return &channel{ID: m.ID, Name: m.Name, Type: m.ReportedType(), About: m.About}
 }
 
 // subscribe starts listening on a channel from since (flushSubs sends the REQ). At the channel
@@ -206,7 +205,7 @@ func (h *Harness) groupRestricted(ctx context.Context, n int, reason string, res
 	h.chans.subs.closed(n, since)
 	var check []string
 	for _, id := range ids {
-		if c := h.chans.byID[id]; c == nil || c.Type != protocol.TypeStream {
+		if c := h.chans.byID[id]; c == nil || c.Type != protocol.ChannelStream {
 			check = append(check, id)
 		}
 	}
@@ -283,7 +282,7 @@ func (h *Harness) applyMembership(m membershipCheck) {
 	case member && !h.chans.subs.has(m.id):
 		c := h.chans.byID[m.id]
 		if c == nil {
-			c = &channel{ID: m.id, Name: "unknown", Type: string(protocol.ChannelUnknown)}
+			c = &channel{ID: m.id, Name: "unknown", Type: protocol.ChannelUnknown}
 			if m.info.meta != nil {
 				if m.info.meta.Archived {
 					return

@@ -94,14 +94,14 @@ type Gate struct {
 	Allowlist map[string]bool // hex pubkeys, for RespondAllowlist
 }
 
-// Allows reports whether an event by author in a channel of channelType may be prompted.
+// Allows reports whether an event by author in a channel of type t may be prompted.
 // DMs (and channels whose type is unknown — fail closed) only admit the owner.
-func (g Gate) Allows(author, channelType string) bool {
+func (g Gate) Allows(author string, t protocol.ChannelType) bool {
 	if g.Mode == RespondNobody {
 		return false
 	}
 	isOwner := g.Owner != "" && author == g.Owner
-	if channelType == protocol.TypeDM || channelType == "" || channelType == string(protocol.ChannelUnknown) {
+	if ownerOnly(t) {
 		return isOwner
 	}
 	switch g.Mode {
@@ -112,6 +112,12 @@ func (g Gate) Allows(author, channelType string) bool {
 	default: // owner-only
 		return isOwner
 	}
+}
+
+// ownerOnly: in DMs, and in channels whose type is unknown (fail closed), only the owner is
+// answered.
+func ownerOnly(t protocol.ChannelType) bool {
+	return t == protocol.ChannelDM || t == protocol.ChannelUnknown || t == ""
 }
 
 // The 40099 row types answering owner commands: upstream's strings, which Buzz Desktop renders

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/buzz-harness/buzz/internal/protocol"
 )
 
 const (
@@ -52,7 +54,7 @@ func TestGateModes(t *testing.T) {
 	cases := []struct {
 		mode   RespondTo
 		author string
-		typ    string
+		typ    protocol.ChannelType
 		want   bool
 	}{
 		{RespondOwnerOnly, ownerPK, "stream", true},

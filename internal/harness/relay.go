@@ -46,7 +46,7 @@ func (rc *relayClient) standing(ctx context.Context, ch channel, withRelay bool)
 	if rc.cfg.Memory {
 		s.Core = rc.coreMemory(ctx)
 	}
-	if ch.Type != protocol.TypeDM {
+	if ch.Type != protocol.ChannelDM {
 		if evs, err := rc.query(ctx, nostr.Filter{Kinds: []int{protocol.KindCanvas}, Tags: nostr.TagMap{"h": {ch.ID}}, Limit: 1}); err == nil && len(evs) > 0 {
 			s.Canvas = &prompt.Canvas{EventID: evs[0].ID, Modified: evs[0].CreatedAt.Time(), ChannelID: ch.ID}
 		}
@@ -123,7 +123,7 @@ func (rc *relayClient) renderTurn(ctx context.Context, in turnInput, sess *convS
 		Events:          evs[in.batch.Carried:],
 		Cancelled:       evs[:in.batch.Carried],
 		Reason:          in.batch.Reason,
-		Channel:         prompt.Channel{ID: in.channel.ID, Name: in.channel.Name, Type: in.channel.Type, Description: in.channel.About},
+		Channel:         prompt.Channel{ID: in.channel.ID, Name: in.channel.Name, Type: string(in.channel.Type), Description: in.channel.About},
 		Self:            rc.self,
 		Delivered:       sess.Delivered,
 		IncludeStanding: sess.Route == RouteUserMessage && !sess.StandingSent,
@@ -193,7 +193,7 @@ func (rc *relayClient) fetchContext(ctx context.Context, ch channel, root string
 		}
 		w := prompt.BuildThreadContext(ref.Root, evs, agentNewest, limit, count)
 		return &w
-	case ch.Type == protocol.TypeDM:
+	case ch.Type == protocol.ChannelDM:
 		evs, err := rc.query(ctx, nostr.Filter{Kinds: protocol.MessageKinds, Tags: nostr.TagMap{"h": {ch.ID}}, Limit: limit})
 		if err != nil {
 			rc.log.Warn("conversation context fetch failed", "channel", ch.ID, "err", err)
@@ -469,7 +469,7 @@ func (rc *relayClient) memberChannels(ctx context.Context) ([]*channel, error) {
 		m, ok := byID[id]
 		switch {
 		case !ok:
-			out = append(out, &channel{ID: id, Name: "unknown", Type: "unknown", OwnerShared: owned[id]})
+			out = append(out, &channel{ID: id, Name: "unknown", Type: protocol.ChannelUnknown, OwnerShared: owned[id]})
 		case m.Archived:
 			continue
 		default:

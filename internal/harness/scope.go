@@ -22,7 +22,7 @@ const (
 // whose only marker is "root" (relays treat that as top-level too), opens a thread keyed by its
 // own id. DMs, and everything under the channel policy, are one conversation per channel.
 func conversationOf(policy SessionPolicy, ch channel, ev *nostr.Event) convKey {
-	if policy == PolicyChannel || ch.Type == protocol.TypeDM {
+	if policy == PolicyChannel || ch.Type == protocol.ChannelDM {
 		return protocol.ChannelConversation(ch.ID)
 	}
 	if hasReplyMarker(ev.Tags) {

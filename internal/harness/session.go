@@ -84,8 +84,8 @@ func (o *sessionOpener) params(spec sessionSpec) acp.SessionParams {
 			p.Meta["sessionTitle"] = t
 		}
 		p.Meta["channelId"] = ch.ID
-		if ch.Type != string(protocol.ChannelUnknown) && ch.Type != "" {
-			p.Meta["channelType"] = ch.Type
+		if ch.Type != protocol.ChannelUnknown && ch.Type != "" {
+			p.Meta["channelType"] = string(ch.Type)
 		}
 		k := spec.conv
 		if k.Channel == "" {
@@ -115,7 +115,7 @@ func (o *sessionOpener) sessionTitle(ch channel) string {
 		name = "buzz-acp"
 	}
 	t := name
-	if ch.Type != string(protocol.ChannelDM) && ch.Name != "" && ch.Name != "unknown" {
+	if ch.Type != protocol.ChannelDM && ch.Name != "" && ch.Name != "unknown" {
 		t = name + " · #" + ch.Name
 	}
 	if r := []rune(t); len(r) > 80 {

@@ -90,8 +90,8 @@ const (
 
 // siblingsCount reports whether a sibling would pass where the gate refused author: the modes
 // where the owner passes, in a channel type where more than the owner may be answered.
-func (g Gate) siblingsCount(channelType string) bool {
-	if g.Owner == "" || channelType == protocol.TypeDM || channelType == "" || channelType == "unknown" {
+func (g Gate) siblingsCount(t protocol.ChannelType) bool {
+	if g.Owner == "" || ownerOnly(t) {
 		return false
 	}
 	return g.Mode == RespondOwnerOnly || g.Mode == RespondAllowlist
