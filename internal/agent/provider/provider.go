@@ -87,7 +87,8 @@ type Provider interface {
 	Complete(ctx context.Context, req Request, onText func(string)) (Response, error)
 }
 
-// APIError is a non-2xx answer from a provider, reduced to what callers need.
+// APIError is a non-2xx answer from a provider, or an error event in its
+// stream, reduced to what callers need.
 type APIError struct {
 	Provider   string
 	Status     int
@@ -96,6 +97,10 @@ type APIError struct {
 	// Streamed is true when text already reached the caller before the
 	// failure, so a retry would duplicate it.
 	Streamed bool
+	// InStream is true when the error came as an event inside a stream that
+	// had begun with 200 OK; Status is then the HTTP status the error's type
+	// or code stands for (0 when it names none).
+	InStream bool
 }
 
 func (e *APIError) Error() string {
@@ -109,6 +114,9 @@ func (e *APIError) Error() string {
 	msg := e.Message
 	if msg == "" {
 		msg = "no error message"
+	}
+	if e.InStream {
+		return fmt.Sprintf("%s: error in the response stream: %s%s", e.Provider, msg, hint)
 	}
 	return fmt.Sprintf("%s: HTTP %d: %s%s", e.Provider, e.Status, msg, hint)
 }
