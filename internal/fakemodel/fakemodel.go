@@ -128,9 +128,9 @@ func (s *Server) receive(w http.ResponseWriter, r *http.Request, parse func(path
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return 0, req, rep, false
 	}
-	// OpenAI clients and Anthropic's v2 SDK send the key as a bearer token; older Anthropic
-	// clients use x-api-key.
 	req.Header = r.Header.Clone()
+	// OpenAI clients and Anthropic's v2 SDK send the key as a bearer token; older Anthropic
+	// clients (and buzz-agent) use x-api-key.
 	req.Key = r.Header.Get("X-Api-Key")
 	if req.Key == "" {
 		req.Key = strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")

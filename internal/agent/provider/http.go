@@ -47,10 +47,12 @@ func post(ctx context.Context, client *http.Client, name, url string, header htt
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("User-Agent", userAgent)
-	if client == nil {
-		client = http.DefaultClient
+	c := http.Client{}
+	if client != nil {
+		c = *client
 	}
-	resp, err := client.Do(req)
+	c.CheckRedirect = sameOrigin(c.CheckRedirect)
+	resp, err := c.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
@@ -64,6 +66,24 @@ func post(ctx context.Context, client *http.Client, name, url string, header htt
 		Status:     resp.StatusCode,
 		Message:    errorMessage(raw),
 		RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After")),
+	}
+}
+
+// sameOrigin refuses a redirect to another scheme, host or port before next
+// (or the default limit of 10) is asked: net/http would carry our API key
+// headers along, and only Authorization is dropped on a change of host.
+func sameOrigin(next func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		if from := via[0].URL; req.URL.Scheme != from.Scheme || req.URL.Host != from.Host {
+			return fmt.Errorf("refusing a redirect from %s to %s", from.Host, req.URL.Redacted())
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -363,5 +364,26 @@ func TestErrorBodiesOfOtherServersBecomeOneLineMessages(t *testing.T) {
 				t.Errorf("err = %v, want %q", err, c.want)
 			}
 		})
+	}
+}
+
+func TestRedirectToAnotherHostIsRefusedSoTheKeyStaysHome(t *testing.T) {
+	var reached atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached.Add(1) }))
+	defer other.Close()
+	home := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer home.Close()
+	for _, f := range fakes {
+		t.Run(f.name, func(t *testing.T) {
+			_, err := f.client(&fakemodel.Server{BaseURL: home.URL}, "sk-secret").Complete(ctxT(t), provider.Request{}, nil)
+			if err == nil || !strings.Contains(err.Error(), "refusing a redirect") {
+				t.Errorf("err = %v", err)
+			}
+		})
+	}
+	if n := reached.Load(); n > 0 {
+		t.Errorf("the other host got %d requests", n)
 	}
 }
