@@ -2,6 +2,11 @@
 // differences between OpenAI-compatible chat completions and Anthropic's
 // Messages API behind one small streaming interface, and adds retries with
 // backoff for rate limits and server errors.
+//
+// Both APIs are spoken directly over net/http with one server-sent-events
+// decoder: the agent needs streamed text and tool calls only, and the
+// official SDKs that did this before were over half of a cold build of buzz
+// (docs/benchmarks.md, "First build").
 package provider
 
 import (
