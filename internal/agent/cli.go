@@ -103,7 +103,8 @@ func buildProvider(name, model string, maxTokens int64, getenv func(string) stri
 		if key == "" && base == "" {
 			return nil, errors.New("provider openai needs OPENAI_API_KEY (or OPENAI_BASE_URL for a local server that takes no key)")
 		}
-		p = provider.NewOpenAI(provider.OpenAIConfig{APIKey: key, BaseURL: base, Model: model})
+		p = provider.NewOpenAI(provider.OpenAIConfig{APIKey: key, BaseURL: base, Model: model,
+			Organization: getenv("OPENAI_ORG_ID"), Project: getenv("OPENAI_PROJECT_ID")})
 	case "anthropic":
 		key := getenv("ANTHROPIC_API_KEY")
 		if key == "" {

@@ -386,3 +386,48 @@ func TestUnreachableProviderEndsTheTurnWithAClearMessage(t *testing.T) {
 		t.Errorf("stderr = %q", logs.String())
 	}
 }
+
+func TestBinaryReachesEachProviderThroughItsEnvironment(t *testing.T) {
+	cases := []struct {
+		name   string
+		server func(testing.TB, fakemodel.Script) *fakemodel.Server
+		env    func(*fakemodel.Server) []string
+		check  func(*testing.T, fakemodel.Request)
+	}{
+		{"openai", fakemodel.NewOpenAI, func(s *fakemodel.Server) []string {
+			return []string{"OPENAI_API_KEY=sk-env", "OPENAI_BASE_URL=" + s.BaseURL, "OPENAI_ORG_ID=org-env", "OPENAI_PROJECT_ID=proj-env"}
+		}, func(t *testing.T, r fakemodel.Request) {
+			if r.Key != "sk-env" || r.Header.Get("OpenAI-Organization") != "org-env" || r.Header.Get("OpenAI-Project") != "proj-env" {
+				t.Errorf("headers = %v", r.Header)
+			}
+		}},
+		{"anthropic", fakemodel.NewAnthropic, func(s *fakemodel.Server) []string {
+			return []string{"ANTHROPIC_API_KEY=sk-ant-env", "ANTHROPIC_BASE_URL=" + s.BaseURL}
+		}, func(t *testing.T, r fakemodel.Request) {
+			if r.Header.Get("X-Api-Key") != "sk-ant-env" || r.Header.Get("Anthropic-Version") == "" {
+				t.Errorf("headers = %v", r.Header)
+			}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			srv := c.server(t, func(int, fakemodel.Request) fakemodel.Reply {
+				return fakemodel.Reply{Text: []string{"from ", c.name}}
+			})
+			p := startBinary(t, baseEnv(append(c.env(srv), "BUZZ_AGENT_MODEL=m-env")...), "--state-dir", t.TempDir())
+			p.initialize()
+			sid := p.newSession(nil)
+			if res := p.prompt(sid, "hi"); res.StopReason != "end_turn" || p.agentText(sid) != "from "+c.name {
+				t.Fatalf("result %+v, text %q; stderr:\n%s", res, p.agentText(sid), p.stderr.String())
+			}
+			if !strings.Contains(p.stderr.String(), "provider "+c.name) {
+				t.Errorf("stderr = %q", p.stderr.String())
+			}
+			req := srv.Requests()[0]
+			if req.Model != "m-env" || req.LastUser().Text != "hi" {
+				t.Errorf("request = %+v", req)
+			}
+			c.check(t, req)
+		})
+	}
+}

@@ -20,7 +20,8 @@ func anthropicError(rep Reply) any {
 }
 
 // NewAnthropic starts a fake Anthropic Messages server: POST /v1/messages, streamed or not as
-// the request asks, and /v1/messages/count_tokens.
+// the request asks, and /v1/messages/count_tokens. Like the real API it refuses a request
+// without an anthropic-version header.
 func NewAnthropic(t testing.TB, script Script) *Server {
 	return newServer(t, script, "", map[string]handler{
 		"POST /v1/messages": (*Server).serveAnthropic,
@@ -31,6 +32,13 @@ func NewAnthropic(t testing.TB, script Script) *Server {
 }
 
 func (s *Server) serveAnthropic(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Anthropic-Version") == "" {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_ = json.NewEncoder(w).Encode(map[string]any{"type": "error", "error": map[string]any{
+			"type": "invalid_request_error", "message": "anthropic-version: header is required"}})
+		return
+	}
 	n, req, rep, ok := s.receive(w, r, ParseAnthropicRequest, anthropicError)
 	if !ok {
 		return
@@ -68,7 +76,18 @@ func (s *Server) serveAnthropic(w http.ResponseWriter, r *http.Request) {
 		"id": msgID, "type": "message", "role": "assistant", "model": req.Model, "content": []any{},
 		"stop_reason": nil, "stop_sequence": nil, "usage": map[string]any{"input_tokens": rep.InputTokens, "output_tokens": 1},
 	}})
+	ev("ping", map[string]any{})
+	// cut ends the stream early if the reply says so.
+	cut := func() bool {
+		if rep.StreamError != "" {
+			ev("error", map[string]any{"error": map[string]any{"type": "overloaded_error", "message": rep.StreamError}})
+		}
+		return rep.StreamError != "" || rep.Truncate
+	}
 	idx := 0
+	if len(rep.Text) == 0 && cut() {
+		return
+	}
 	if len(rep.Text) > 0 {
 		ev("content_block_start", map[string]any{"index": idx, "content_block": map[string]any{"type": "text", "text": ""}})
 		for _, txt := range rep.Text {
@@ -76,6 +95,9 @@ func (s *Server) serveAnthropic(w http.ResponseWriter, r *http.Request) {
 		}
 		if rep.Hang {
 			<-r.Context().Done()
+			return
+		}
+		if cut() {
 			return
 		}
 		ev("content_block_stop", map[string]any{"index": idx})

@@ -35,8 +35,9 @@ type Request struct {
 	Stream   bool
 	System   string // system/developer messages (chat), instructions (Responses), system (Anthropic)
 	Messages []Msg
-	Tools    []string // tool names offered
-	Body     []byte   // the raw request body
+	Tools    []string    // tool names offered
+	Body     []byte      // the raw request body
+	Header   http.Header // the request headers
 }
 
 // Last returns the last message (zero Msg if none).
@@ -87,6 +88,13 @@ type Reply struct {
 	OutputTokens int64
 	// Hang streams Text, then blocks until the client disconnects.
 	Hang bool
+	// StreamError, if set, is sent as the API's error event after Text (an
+	// overload, which real servers report this way once a stream has begun),
+	// ending the stream.
+	StreamError string
+	// Truncate ends the stream right after Text, as a dropped connection
+	// would: no finish reason, no end event.
+	Truncate bool
 }
 
 // Script chooses the reply to the n-th request (0-based).
@@ -120,8 +128,9 @@ func (s *Server) receive(w http.ResponseWriter, r *http.Request, parse func(path
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return 0, req, rep, false
 	}
+	req.Header = r.Header.Clone()
 	// OpenAI clients and Anthropic's v2 SDK send the key as a bearer token; older Anthropic
-	// clients use x-api-key.
+	// clients (and buzz-agent) use x-api-key.
 	req.Key = r.Header.Get("X-Api-Key")
 	if req.Key == "" {
 		req.Key = strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")

@@ -23,6 +23,8 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	send := sse(w)
+	// Comments keep idle connections open on some servers and proxies.
+	fmt.Fprint(w, ": keep-alive\n\n")
 	chunk := func(delta map[string]any, finish any) map[string]any {
 		return map[string]any{
 			"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": req.Model,
@@ -35,6 +37,13 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request) {
 	}
 	if rep.Hang {
 		<-r.Context().Done()
+		return
+	}
+	if rep.StreamError != "" {
+		send("", map[string]any{"error": map[string]any{"message": rep.StreamError, "type": "server_error", "code": nil}})
+		return
+	}
+	if rep.Truncate {
 		return
 	}
 	for i, c := range rep.Calls {

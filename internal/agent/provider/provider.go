@@ -2,6 +2,11 @@
 // differences between OpenAI-compatible chat completions and Anthropic's
 // Messages API behind one small streaming interface, and adds retries with
 // backoff for rate limits and server errors.
+//
+// Both APIs are spoken directly over net/http with one server-sent-events
+// decoder: the agent needs streamed text and tool calls only, and the
+// official SDKs that did this before were over half of a cold build of buzz
+// (docs/benchmarks.md, "First build").
 package provider
 
 import (
@@ -87,7 +92,8 @@ type Provider interface {
 	Complete(ctx context.Context, req Request, onText func(string)) (Response, error)
 }
 
-// APIError is a non-2xx answer from a provider, reduced to what callers need.
+// APIError is a non-2xx answer from a provider, or an error event in its
+// stream, reduced to what callers need.
 type APIError struct {
 	Provider   string
 	Status     int
@@ -96,6 +102,10 @@ type APIError struct {
 	// Streamed is true when text already reached the caller before the
 	// failure, so a retry would duplicate it.
 	Streamed bool
+	// InStream is true when the error came as an event inside a stream that
+	// had begun with 200 OK; Status is then the HTTP status the error's type
+	// or code stands for (0 when it names none).
+	InStream bool
 }
 
 func (e *APIError) Error() string {
@@ -109,6 +119,9 @@ func (e *APIError) Error() string {
 	msg := e.Message
 	if msg == "" {
 		msg = "no error message"
+	}
+	if e.InStream {
+		return fmt.Sprintf("%s: error in the response stream: %s%s", e.Provider, msg, hint)
 	}
 	return fmt.Sprintf("%s: HTTP %d: %s%s", e.Provider, e.Status, msg, hint)
 }

@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -212,5 +216,174 @@ func TestCancelMidStreamReturnsPromptly(t *testing.T) {
 				t.Fatal("Complete did not return after cancel")
 			}
 		})
+	}
+}
+
+func TestStreamErrorBeforeAnyTextIsRetried(t *testing.T) {
+	for _, f := range fakes {
+		t.Run(f.name, func(t *testing.T) {
+			srv := f.server(t, func(n int, r fakemodel.Request) fakemodel.Reply {
+				if n == 0 {
+					return fakemodel.Reply{StreamError: "Overloaded"}
+				}
+				return fakemodel.Reply{Text: []string{"ok"}}
+			})
+			var slept []time.Duration
+			p := &provider.Retrying{Provider: f.client(srv, "k"), Sleep: func(_ context.Context, d time.Duration) error {
+				slept = append(slept, d)
+				return nil
+			}}
+			resp, err := p.Complete(ctxT(t), provider.Request{Messages: []provider.Message{{Role: "user", Text: "x"}}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.Message.Text != "ok" || len(srv.Requests()) != 2 || len(slept) != 1 {
+				t.Errorf("resp %+v after %d requests and backoffs %v", resp, len(srv.Requests()), slept)
+			}
+		})
+	}
+}
+
+func TestStreamErrorAfterTextIsReportedNotRetried(t *testing.T) {
+	for _, f := range fakes {
+		t.Run(f.name, func(t *testing.T) {
+			srv := f.server(t, func(n int, r fakemodel.Request) fakemodel.Reply {
+				return fakemodel.Reply{Text: []string{"half an"}, StreamError: "Overloaded"}
+			})
+			p := &provider.Retrying{Provider: f.client(srv, "k"), Sleep: func(context.Context, time.Duration) error {
+				t.Error("text already streamed must not be streamed again")
+				return nil
+			}}
+			var got string
+			_, err := p.Complete(ctxT(t), provider.Request{Messages: []provider.Message{{Role: "user", Text: "x"}}}, func(d string) { got += d })
+			var ae *provider.APIError
+			if !errors.As(err, &ae) || !ae.Streamed || ae.Status < 500 {
+				t.Fatalf("err = %#v", err)
+			}
+			if want := f.name + ": error in the response stream: Overloaded"; err.Error() != want {
+				t.Errorf("error %q, want %q", err, want)
+			}
+			if got != "half an" || len(srv.Requests()) != 1 {
+				t.Errorf("streamed %q in %d requests", got, len(srv.Requests()))
+			}
+		})
+	}
+}
+
+func TestStreamCutOffBeforeTheEndIsAnError(t *testing.T) {
+	for _, f := range fakes {
+		t.Run(f.name, func(t *testing.T) {
+			srv := f.server(t, func(n int, r fakemodel.Request) fakemodel.Reply {
+				return fakemodel.Reply{Text: []string{"half"}, Truncate: true}
+			})
+			_, err := f.client(srv, "k").Complete(ctxT(t), provider.Request{Messages: []provider.Message{{Role: "user", Text: "x"}}}, nil)
+			if want := f.name + ": the response stream ended before the answer was complete"; err == nil || err.Error() != want {
+				t.Errorf("err = %v, want %q", err, want)
+			}
+		})
+	}
+}
+
+func TestOpenAISendsKeyOrganizationAndProjectHeaders(t *testing.T) {
+	srv := fakemodel.NewOpenAI(t, func(int, fakemodel.Request) fakemodel.Reply { return fakemodel.Reply{Text: []string{"ok"}} })
+	p := provider.NewOpenAI(provider.OpenAIConfig{APIKey: "sk-1", BaseURL: srv.BaseURL + "/", Organization: "org-1", Project: "proj-1"})
+	if _, err := p.Complete(ctxT(t), provider.Request{Messages: []provider.Message{{Role: "user", Text: "x"}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	req := srv.Requests()[0]
+	h := req.Header
+	if h.Get("Authorization") != "Bearer sk-1" || h.Get("OpenAI-Organization") != "org-1" || h.Get("OpenAI-Project") != "proj-1" {
+		t.Errorf("headers = %v", h)
+	}
+	if req.Path != "/v1/chat/completions" || req.Model != provider.DefaultOpenAIModel || !req.Stream {
+		t.Errorf("request = %s %q stream=%v", req.Path, req.Model, req.Stream)
+	}
+}
+
+func TestOpenAIWithoutAKeySendsNoAuthorization(t *testing.T) {
+	srv := fakemodel.NewOpenAI(t, func(int, fakemodel.Request) fakemodel.Reply { return fakemodel.Reply{Text: []string{"ok"}} })
+	p := provider.NewOpenAI(provider.OpenAIConfig{BaseURL: srv.BaseURL})
+	if _, err := p.Complete(ctxT(t), provider.Request{Messages: []provider.Message{{Role: "user", Text: "x"}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if h := srv.Requests()[0].Header; h.Get("Authorization") != "" {
+		t.Errorf("Authorization = %q for a keyless local server", h.Get("Authorization"))
+	}
+}
+
+func TestAnthropicSendsKeyAndVersionHeaders(t *testing.T) {
+	srv := fakemodel.NewAnthropic(t, func(int, fakemodel.Request) fakemodel.Reply { return fakemodel.Reply{Text: []string{"ok"}} })
+	p := provider.NewAnthropic(provider.AnthropicConfig{APIKey: "sk-ant-1", BaseURL: srv.BaseURL + "/", MaxTokens: 77})
+	if _, err := p.Complete(ctxT(t), provider.Request{Messages: []provider.Message{{Role: "user", Text: "x"}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	req := srv.Requests()[0]
+	h := req.Header
+	if h.Get("X-Api-Key") != "sk-ant-1" || h.Get("Anthropic-Version") != "2023-06-01" || h.Get("Authorization") != "" {
+		t.Errorf("headers = %v", h)
+	}
+	var body struct {
+		MaxTokens int `json:"max_tokens"`
+	}
+	if req.Path != "/v1/messages" || req.Model != provider.DefaultAnthropicModel || json.Unmarshal(req.Body, &body) != nil || body.MaxTokens != 77 {
+		t.Errorf("request = %s %s", req.Path, req.Body)
+	}
+}
+
+func TestBadBaseURLIsAClearError(t *testing.T) {
+	for _, p := range []provider.Provider{
+		provider.NewOpenAI(provider.OpenAIConfig{BaseURL: "localhost:11434/v1"}),
+		provider.NewAnthropic(provider.AnthropicConfig{APIKey: "k", BaseURL: "ftp://example.test"}),
+	} {
+		_, err := p.Complete(ctxT(t), provider.Request{Messages: []provider.Message{{Role: "user", Text: "x"}}}, nil)
+		if err == nil || !strings.HasPrefix(err.Error(), p.Name()+": bad base URL") {
+			t.Errorf("%s: err = %v", p.Name(), err)
+		}
+	}
+}
+
+func TestErrorBodiesOfOtherServersBecomeOneLineMessages(t *testing.T) {
+	cases := []struct {
+		name, body, want string
+		status           int
+	}{
+		{"proxy page", "<html>\n  <body>Bad Gateway</body>\n</html>\n", "openai: HTTP 502: <html> <body>Bad Gateway</body> </html>", 502},
+		{"ollama", `{"error":"model \"llama9\" not found, try pulling it first"}`, `openai: HTTP 404: model "llama9" not found, try pulling it first`, 404},
+		{"fastapi", `{"detail":"Not Found"}`, "openai: HTTP 404: Not Found", 404},
+		{"empty", "", "openai: HTTP 500: no error message", 500},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(c.status)
+				_, _ = io.WriteString(w, c.body)
+			}))
+			defer srv.Close()
+			_, err := provider.NewOpenAI(provider.OpenAIConfig{BaseURL: srv.URL}).Complete(ctxT(t), provider.Request{}, nil)
+			if err == nil || err.Error() != c.want {
+				t.Errorf("err = %v, want %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestRedirectToAnotherHostIsRefusedSoTheKeyStaysHome(t *testing.T) {
+	var reached atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached.Add(1) }))
+	defer other.Close()
+	home := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer home.Close()
+	for _, f := range fakes {
+		t.Run(f.name, func(t *testing.T) {
+			_, err := f.client(&fakemodel.Server{BaseURL: home.URL}, "sk-secret").Complete(ctxT(t), provider.Request{}, nil)
+			if err == nil || !strings.Contains(err.Error(), "refusing a redirect") {
+				t.Errorf("err = %v", err)
+			}
+		})
+	}
+	if n := reached.Load(); n > 0 {
+		t.Errorf("the other host got %d requests", n)
 	}
 }
