@@ -29,6 +29,7 @@ import (
 	"github.com/buzz-harness/buzz/internal/prompt"
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/protocol/ownerauth"
+	"github.com/buzz-harness/buzz/internal/subrules"
 )
 
 // Version is stamped by the build; "dev" otherwise.
@@ -82,6 +83,9 @@ type options struct {
 	channelAddPolicy, authTag                      string
 	lease                                          string
 	maxProcs                                       int
+	subscribe, rulesFile                           string
+	kindsGiven                                     bool // --kinds or BUZZ_ACP_KINDS was set
+	heartbeatAlways                                bool
 }
 
 // Command returns the buzz-acp root command.
@@ -99,6 +103,7 @@ func Command() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Under `buzz acp` the default agent is also this program: `buzz agent`.
 			o.selfAgent = cmd.HasParent()
+			o.kindsGiven = cmd.Flags().Changed("kinds") || strings.TrimSpace(os.Getenv("BUZZ_ACP_KINDS")) != ""
 			cfg, err := o.config(cmd.ErrOrStderr())
 			if err != nil {
 				return err
@@ -129,6 +134,9 @@ func Command() *cobra.Command {
 	f.String(&o.kinds, "kinds", "BUZZ_ACP_KINDS", DefaultKinds, "event kinds to subscribe to, comma-separated")
 	f.String(&o.channels, "channels", "BUZZ_ACP_CHANNELS", "", "only these channel ids (comma-separated); default all member channels")
 	f.Bool(&o.noMentionFilter, "no-mention-filter", "BUZZ_ACP_NO_MENTION_FILTER", "receive every event, not only those mentioning the agent")
+	f.String(&o.subscribe, "subscribe", "BUZZ_ACP_SUBSCRIBE", "mentions", "what the agent listens to: mentions (--kinds, --no-mention-filter), all (every event of --kinds, or of any kind), or config (the rules of --config)")
+	f.String(&o.rulesFile, "config", "BUZZ_ACP_CONFIG", "./buzz-acp.toml", "with --subscribe config: the TOML file of [[rules]] (name, channels, kinds, require_mention, filter, prompt_tag)")
+	f.Bool(&o.heartbeatAlways, "heartbeat-always", "BUZZ_ACP_HEARTBEAT_ALWAYS", "prompt on every heartbeat tick, even when nothing is new for the agent")
 	f.Int(&o.contextLimit, "context-message-limit", "BUZZ_ACP_CONTEXT_MESSAGE_LIMIT", DefaultContextMessageLimit, "thread/conversation messages included in a prompt (0–100)")
 	f.Int(&o.maxTurnsPerSession, "max-turns-per-session", "BUZZ_ACP_MAX_TURNS_PER_SESSION", 0, "rotate a channel's session after this many turns (0 = never)")
 	f.String(&o.sessionTitle, "session-title", "BUZZ_ACP_SESSION_TITLE", "", "agent display name used in _meta.sessionTitle")
@@ -220,6 +228,7 @@ func (o *options) harnessConfig(sk string, logger *slog.Logger) harness.Config {
 		InitialMessage:                o.initialMessage,
 		Memory:                        !o.noMemory,
 		HeartbeatInterval:             time.Duration(o.heartbeatInterval) * time.Second,
+		HeartbeatAlways:               o.heartbeatAlways,
 		NoResumeSessions:              o.noResumeSessions,
 		NoReactions:                   o.noReactions,
 		NoTyping:                      o.noTyping,
@@ -297,6 +306,23 @@ func (o *options) scope(cfg *harness.Config) error {
 		}
 		cfg.Kinds = append(cfg.Kinds, n)
 	}
+	mode, err := subrules.ParseMode(o.subscribe)
+	if err != nil {
+		return err
+	}
+	switch mode {
+	case subrules.ModeAll:
+		var kinds []int // any kind, unless --kinds says which
+		if o.kindsGiven {
+			kinds = cfg.Kinds
+		}
+		cfg.Rules = subrules.ForMode(mode, kinds, false)
+	case subrules.ModeConfig:
+		// The rules say which channels and kinds; load reads them. Upstream ignores these flags
+		// in config mode, with a warning (given in load, once the logger is set up).
+		cfg.Kinds, cfg.NoMentionFilter = nil, false
+		return nil
+	}
 	if o.channels != "" {
 		cfg.Channels = map[string]bool{}
 		for _, c := range cmdflag.List(o.channels) {
@@ -313,6 +339,14 @@ func (o *options) scope(cfg *harness.Config) error {
 // directories, the prompt files and the MCP servers file. It reads; it creates nothing.
 func (o *options) load(cfg *harness.Config) error {
 	var err error
+	if o.subscribe == string(subrules.ModeConfig) {
+		if cfg.Rules, err = loadRules(o.rulesFile, cfg.Logger); err != nil {
+			return fmt.Errorf("--config %s: %w", o.rulesFile, err)
+		}
+		if o.kindsGiven || o.channels != "" || o.noMentionFilter {
+			cfg.Logger.Warn("--subscribe config: --kinds, --channels and --no-mention-filter are ignored; the rules decide")
+		}
+	}
 	if o.mcpServers != "" {
 		if cfg.MCPServers, err = mcpconfig.Load(o.mcpServers); err != nil {
 			return fmt.Errorf("--mcp-servers %s: %w", o.mcpServers, err)
@@ -535,3 +569,12 @@ func secs(n, floor int) time.Duration {
 
 // relayList is every relay the harness may connect to.
 func relayList(cfg harness.Config) []string { return client.SplitRelayURLs(cfg.RelayURL) }
+
+// loadRules reads the --config rules file (at most 1 MB).
+func loadRules(path string, log *slog.Logger) (*subrules.Set, error) {
+	data, err := readText(path, 1<<20)
+	if err != nil {
+		return nil, err
+	}
+	return subrules.Parse([]byte(data), func(rule, msg string) { log.Warn("subscription rule", "rule", rule, "problem", msg) })
+}

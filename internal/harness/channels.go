@@ -107,6 +107,10 @@ func channelFromMeta(m protocol.ChannelMeta) *channel {
 // subscribe starts listening on a channel from since (flushSubs sends the REQ). At the channel
 // cap only a channel the owner shares gets in, in place of one the owner does not share.
 func (h *Harness) subscribe(c *channel, since time.Time) {
+	if !h.cfg.Rules.Covers(c.ID) {
+		h.log.Info("no subscription rule covers the channel; not listening to it", "channel", c.ID, "name", c.Name)
+		return
+	}
 	if h.chans.byID[c.ID] == nil && len(h.chans.byID) >= maxChannels {
 		victim := ""
 		if c.OwnerShared {
@@ -128,17 +132,9 @@ func (h *Harness) subscribe(c *channel, since time.Time) {
 	h.log.Info("subscribed", "channel", c.ID, "name", c.Name, "type", c.Type)
 }
 
-// channelFilter is the live filter of a group of channels.
-func (h *Harness) channelFilter(ids []string) nostr.Filter {
-	f := nostr.Filter{Tags: nostr.TagMap{"h": ids}}
-	if len(h.cfg.Kinds) > 0 {
-		f.Kinds = h.cfg.Kinds
-	}
-	if !h.cfg.NoMentionFilter {
-		f.Tags["p"] = []string{h.agent}
-	}
-	return f
-}
+// channelFilter is the live filter of a group of channels: what the subscription rules listen
+// to there (listen.go).
+func (h *Harness) channelFilter(ids []string) nostr.Filter { return h.cfg.Rules.Filter(ids, h.agent) }
 
 // flushSubs sends the REQs of the channel groups that changed.
 func (h *Harness) flushSubs() { h.chans.subs.flush(h.live, h.channelFilter) }

@@ -16,6 +16,7 @@ import (
 	"github.com/buzz-harness/buzz/internal/observer"
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/protocol/ownerauth"
+	"github.com/buzz-harness/buzz/internal/subrules"
 )
 
 // DefaultKinds are the event kinds a channel subscription asks for: stream messages, workflow
@@ -62,6 +63,9 @@ type Config struct {
 	Kinds           []int
 	NoMentionFilter bool
 	Channels        map[string]bool // restrict to these channel ids (nil = all)
+	// Rules decide which events of a channel the agent listens to, and their prompt tags
+	// (--subscribe, --config). nil: upstream's mentions rule, from Kinds and NoMentionFilter.
+	Rules *subrules.Set
 
 	ContextMessageLimit int
 	SessionTitle        string
@@ -74,6 +78,9 @@ type Config struct {
 
 	HeartbeatInterval time.Duration
 	HeartbeatPrompt   string
+	// HeartbeatAlways prompts on every tick; otherwise a tick with nothing new for the agent is
+	// skipped (heartbeat.go).
+	HeartbeatAlways bool
 
 	StateDir         string
 	NoResumeSessions bool
@@ -178,6 +185,9 @@ func (c *Config) Validate() error {
 	}
 	if len(c.Kinds) == 0 {
 		c.Kinds = DefaultKinds
+	}
+	if c.Rules == nil {
+		c.Rules = subrules.ForMode(subrules.ModeMentions, c.Kinds, c.NoMentionFilter)
 	}
 	if c.ContextMessageLimit < 0 || c.ContextMessageLimit > 100 {
 		return fmt.Errorf("--context-message-limit must be 0–100, got %d", c.ContextMessageLimit)

@@ -51,10 +51,15 @@ func (h *Harness) handleEvent(ctx context.Context, ev *nostr.Event) {
 // accept makes an event that passed the gate durable, queues it and acknowledges it.
 func (h *Harness) accept(ctx context.Context, c *channel, ev *nostr.Event) {
 	chID := c.ID
+	tag, ok := h.listensTo(c, ev)
+	if !ok {
+		h.skip(ev)
+		return
+	}
 	// Journal before acknowledging: an event we cannot make durable is not accepted (the relay
 	// will offer it again after a reconnect).
 	raw, _ := json.Marshal(ev)
-	if err := h.jrnl.Append(journal.Entry{ChannelID: chID, Event: raw, EventID: ev.ID, CreatedAt: int64(ev.CreatedAt), AcceptedAt: h.clock.Now()}); err != nil {
+	if err := h.jrnl.Append(journal.Entry{ChannelID: chID, Event: raw, EventID: ev.ID, CreatedAt: int64(ev.CreatedAt), AcceptedAt: h.clock.Now(), PromptTag: tag}); err != nil {
 		h.seen.Forget(ev.ID)
 		h.log.Error("cannot journal event; not accepting it", "event", ev.ID, "channel", chID, "err", err)
 		return
@@ -63,7 +68,7 @@ func (h *Harness) accept(ctx context.Context, c *channel, ev *nostr.Event) {
 	if h.dropWhileBusy(k, ev) {
 		return
 	}
-	h.enqueue(k, ev)
+	h.enqueue(k, ev, tag)
 	h.ack.queued(chID, ev)
 	h.midTurn(ctx, k, ev)
 }
@@ -73,8 +78,8 @@ func (h *Harness) convOf(c *channel, ev *nostr.Event) convKey {
 	return conversationOf(h.cfg.SessionPolicy, *c, ev)
 }
 
-func (h *Harness) enqueue(k convKey, ev *nostr.Event) {
-	if dropped := h.convs.Push(k, ev, h.clock.Now()); dropped != nil {
+func (h *Harness) enqueue(k convKey, ev *nostr.Event, tag string) {
+	if dropped := h.convs.PushItem(k, queued{Event: ev, ReceivedAt: h.clock.Now(), Tag: tag}); dropped != nil {
 		h.log.Warn("queue full; dropped oldest event", "channel", k.Channel, "conversation", k.String(), "event", dropped.ID)
 		h.done(dropped.ID)
 	}
@@ -109,6 +114,7 @@ func (h *Harness) replayJournal(ctx context.Context) {
 		at   int64
 	}
 	inflight := map[batchKey][]*nostr.Event{}
+	tags := map[string]string{}      // event id → prompt tag, of the in-flight events
 	ownSecond := map[batchKey]bool{} // every event of the batch marked so
 	var order []batchKey
 	n := 0
@@ -132,10 +138,11 @@ func (h *Harness) replayJournal(ctx context.Context) {
 			}
 			ownSecond[k] = ownSecond[k] && e.InFlightOwnSecond
 			inflight[k] = append(inflight[k], ev)
+			tags[ev.ID] = e.PromptTag
 			continue
 		}
 		h.seen.Add(ev.ID)
-		h.enqueue(h.convOf(c, ev), ev)
+		h.enqueue(h.convOf(c, ev), ev, e.PromptTag)
 		h.ack.replayed(e.ChannelID, ev)
 		n++
 	}
@@ -152,7 +159,7 @@ func (h *Harness) replayJournal(ctx context.Context) {
 		}
 		for j := len(evs) - 1; j >= 0; j-- {
 			h.seen.Add(evs[j].ID)
-			h.convs.PushFront(k.conv, evs[j], h.clock.Now())
+			h.convs.PushFrontItem(k.conv, queued{Event: evs[j], ReceivedAt: h.clock.Now(), Tag: tags[evs[j].ID]})
 			h.ack.replayed(k.conv.Channel, evs[j])
 			n++
 		}

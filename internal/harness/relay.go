@@ -115,14 +115,19 @@ func (rc *relayClient) query(ctx context.Context, filters ...nostr.Filter) ([]no
 // it; stale are the profiles to refresh once the prompt is out (profileLabels).
 func (rc *relayClient) renderTurn(ctx context.Context, in turnInput, sess *convSession) (r prompt.Rendered, stale []string) {
 	evs := make([]nostr.Event, len(in.batch.Items))
+	tags := map[string]string{}
 	for i, it := range in.batch.Items {
 		evs[i] = *it.Event
+		if it.Tag != "" {
+			tags[it.Event.ID] = it.Tag
+		}
 	}
 	last := evs[len(evs)-1]
 	pin := prompt.Input{
 		Events:          evs[in.batch.Carried:],
 		Cancelled:       evs[:in.batch.Carried],
 		Reason:          in.batch.Reason,
+		EventTags:       tags,
 		Channel:         prompt.Channel{ID: in.channel.ID, Name: in.channel.Name, Type: string(in.channel.Type), Description: in.channel.About},
 		Self:            rc.self,
 		Delivered:       sess.Delivered,

@@ -57,6 +57,8 @@ type Entry struct {
 	// second, so an agent reply dated in that second can only be this batch's (see
 	// harness.replyAnswers; created_at has one-second resolution).
 	InFlightOwnSecond bool `json:"inFlightOwnSecond,omitempty"`
+	// PromptTag is the prompt tag of the subscription rule the event matched ("" = the default).
+	PromptTag string `json:"promptTag,omitempty"`
 }
 
 type record struct {

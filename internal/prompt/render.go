@@ -50,6 +50,9 @@ type Input struct {
 	Reason    MergeReason
 	Channel   Channel
 	Tag       string // prompt tag; DefaultTag when empty
+	// EventTags are the prompt tags of single events (event id → the tag of the subscription
+	// rule it matched), over Tag.
+	EventTags map[string]string
 	Profiles  map[string]Profile
 	Self      string // the agent's own pubkey: always an agent for reply-anchor purposes
 
@@ -155,11 +158,11 @@ func (r *renderer) build() Rendered {
 	switch {
 	case len(in.Events) == 0:
 	case merging && len(in.Events) == 1:
-		r.add(r.newHeader(1) + "\n\n[Buzz event: " + r.tag + "]\n" + r.eventBlock(in.Events[0], true))
+		r.add(r.newHeader(1) + "\n\n[Buzz event: " + r.tagOf(in.Events[0]) + "]\n" + r.eventBlock(in.Events[0], true))
 	case merging:
 		r.add(r.eventList(r.newHeader(len(in.Events)), in.Events))
 	case len(in.Events) == 1:
-		r.add("[Buzz event: " + r.tag + "]\n" + r.eventBlock(in.Events[0], true))
+		r.add("[Buzz event: " + r.tagOf(in.Events[0]) + "]\n" + r.eventBlock(in.Events[0], true))
 	default:
 		r.add(r.eventList(fmt.Sprintf("[Buzz events — %d events]", len(in.Events)), in.Events))
 	}
@@ -176,6 +179,14 @@ func (r *renderer) build() Rendered {
 	r.out.Stats.EventDeltaCount = len(in.Events)
 	r.out.DeliveredIDs = deliveredIDs(in.Events, in.Cancelled, shown.Messages)
 	return r.out
+}
+
+// tagOf is an event's prompt tag: its rule's, else the prompt's.
+func (r *renderer) tagOf(ev nostr.Event) string {
+	if t := cleanLine(r.in.EventTags[ev.ID], 100); t != "" {
+		return t
+	}
+	return r.tag
 }
 
 // lastEvent is the event that decides scope and reply anchor: the newest of the batch.
@@ -283,6 +294,10 @@ func (r *renderer) contextBlock(last nostr.Event, hasCtx, complete, hadDelivered
 	ref := protocol.ParseThread(last.Tags)
 	ch := r.channelID(last)
 	lines := []string{"[Context]"}
+	// Which subscription rule brought the newest event in, when it is not a plain mention.
+	if tag := cleanLine(r.in.EventTags[last.ID], 100); tag != "" && tag != DefaultTag {
+		lines = append(lines, "Subscription rule: "+tag)
+	}
 	channelLines := func() {
 		lines = append(lines, "Channel: "+r.channelDisplay(last))
 		if d := cleanLine(r.in.Channel.Description, 500); d != "" {
@@ -290,6 +305,7 @@ func (r *renderer) contextBlock(last nostr.Event, hasCtx, complete, hadDelivered
 		}
 	}
 	threadCmd := "buzz messages thread --channel " + ch + " --event " + ref.Root
+
 	switch {
 	case r.in.Channel.Type == protocol.TypeDM:
 		lines = append(lines, "Scope: dm")
@@ -377,7 +393,7 @@ func (r *renderer) eventList(header string, evs []nostr.Event) string {
 	var b strings.Builder
 	b.WriteString(header)
 	for i, ev := range evs {
-		fmt.Fprintf(&b, "\n\n--- Event %d (%s) ---\n", i+1, r.tag)
+		fmt.Fprintf(&b, "\n\n--- Event %d (%s) ---\n", i+1, r.tagOf(ev))
 		b.WriteString(r.eventBlock(ev, true))
 	}
 	return b.String()
