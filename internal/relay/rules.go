@@ -36,6 +36,7 @@ var ingestRules = []ingestRule{
 	applyDMCommand,
 
 	writableChannel,
+	forumPostInForum,
 	editOfOwnMessage,
 	systemRowByMember,
 	fanOutEphemeral,

@@ -70,7 +70,7 @@ function renderChannels() {
     ul.append(el("li", {
       class: c.id === S.current ? "active" : "", "data-channel": c.id,
       onclick: () => selectChannel(c.id),
-    }, channelName(c.id), mark, turns ? el("span", { class: "badge", title: "agent turns", text: turns + (turns === 1 ? " turn" : " turns") }) : null));
+    }, channelName(c.id), c.type === "forum" ? el("span", { class: "forum", title: "a forum: posts and comments", text: "forum" }) : null, mark, turns ? el("span", { class: "badge", title: "agent turns", text: turns + (turns === 1 ? " turn" : " turns") }) : null));
   }
 }
 
@@ -317,6 +317,7 @@ function messageEl(m) {
       el("span", { class: "name", text: m.name }),
       m.isAgent ? el("span", { class: "tag", text: "agent" }) : null,
       m.isOwner ? el("span", { class: "tag", text: "you" }) : null,
+      m.kind === 45001 ? el("span", { class: "tag post", text: "post" }) : null,
       el("span", { class: "time", text: time }),
       el("button", { type: "button", class: "reply-btn", text: "Reply in thread", onclick: () => startReply(m) })),
     el("div", { class: "body" }, ...bodyNodes(m.content)),
