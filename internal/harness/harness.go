@@ -88,8 +88,11 @@ type Harness struct {
 	costs    costTracker    // each ACP session's running cost (usage_update), for turn metrics
 	runIDs   runIDs         // goose's active run per session, for its steer method
 	turnEnds turnEnds
-	// heartbeatBusy: a heartbeat prompt is running (at most one at a time).
+	// heartbeatBusy: a heartbeat prompt (or its look for news) is running (at most one at a time).
 	heartbeatBusy bool
+	// hbCursor is where the agent's view ends for heartbeats: the last heartbeat prompt, or the
+	// start (heartbeat_cursor.go).
+	hbCursor time.Time
 
 	inbox inbox // what goroutines report back to the loop
 
@@ -106,6 +109,7 @@ type inbox struct {
 	steers    chan steerResult
 	questions chan questionChange
 	wake      chan struct{} // dispatch again (a hold ended, a steer went back to the queue)
+	peeks     chan heartbeatPeek
 }
 
 // New prepares a harness: it validates cfg and opens the session store (taking its lock).
@@ -137,6 +141,7 @@ func New(cfg Config) (*Harness, error) {
 			steers:    make(chan steerResult, 16),
 			questions: make(chan questionChange, 16),
 			wake:      make(chan struct{}, 1),
+			peeks:     make(chan heartbeatPeek, 1),
 		},
 	}
 	if cfg.NoResumeSessions {
@@ -281,6 +286,8 @@ func (h *Harness) serve(ctx context.Context, liveErr <-chan error) error {
 			h.keepTyping(now)
 		case <-heartbeats:
 			h.heartbeat(ctx)
+		case p := <-h.inbox.peeks:
+			h.finishPeek(ctx, p)
 		case <-h.inbox.wake:
 		}
 	}

@@ -33,6 +33,7 @@ const (
 	TypeHistory               Type = "history"                 // AgentUpdate with Replay set
 	TypeTurnEnded             Type = "turn_ended"              // TurnEnded
 	TypeDeadLetter            Type = "dead_letter"             // DeadLetter
+	TypeHeartbeatSkipped      Type = "heartbeat_skipped"       // HeartbeatSkipped
 	// TypeGap is sent only to a subscriber that fell behind, in place of the events it missed.
 	TypeGap Type = "gap" // Gap
 )
@@ -143,6 +144,12 @@ type (
 		Events []string `json:"events"`
 		Reason string   `json:"reason"`
 	}
+	// HeartbeatSkipped: a heartbeat tick found nothing new for the agent since Since, so no
+	// prompt was sent (--heartbeat-always sends one anyway).
+	HeartbeatSkipped struct {
+		Since   time.Time `json:"since"`
+		Checked int       `json:"checked"` // events since then, all already seen by the agent
+	}
 	Gap struct {
 		Missed  uint64 `json:"missed"`  // events this subscriber did not receive
 		LastSeq uint64 `json:"lastSeq"` // Seq of the newest missed event
@@ -168,6 +175,7 @@ func (PromptContextDelivery) Type() Type { return TypePromptContextDelivery }
 func (Prompt) Type() Type                { return TypePrompt }
 func (TurnEnded) Type() Type             { return TypeTurnEnded }
 func (DeadLetter) Type() Type            { return TypeDeadLetter }
+func (HeartbeatSkipped) Type() Type      { return TypeHeartbeatSkipped }
 func (Gap) Type() Type                   { return TypeGap }
 
 func (u AgentUpdate) Type() Type {

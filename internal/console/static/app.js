@@ -604,6 +604,7 @@ const ACTIVITY = {
   acp_line: null,       // raw protocol lines: the activity log's job, never streamed to the page
   event_received: null, // one per relay event: too fine-grained for this view
   gap: procLine((d) => agentProc("missed " + d.missed + " activity events")),
+  heartbeat_skipped: procLine((d) => agentProc("heartbeat skipped: nothing new since " + fmtTime(d.since))),
   agent_spawned: procLine((d) => agentProc("agent started" + (d.pid ? " (pid " + d.pid + ")" : ""))),
   agent_exited: procLine((d) => agentProc("agent exited" + (d.reason ? ": " + d.reason : ""))),
   agent_update: bySession(agentUpdate),
