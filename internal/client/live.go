@@ -728,7 +728,8 @@ func (l *Live) handleEvent(ctx context.Context, msg relayMessage) error {
 		l.log.Warn("dropping relay event with bad id or signature", "sub", msg.subID, "err", err)
 		return nil
 	}
-	if !l.seen.Add(ev.ID) {
+	// A NIP-ER reminder comes again when it falls due (a due signal): by design the same id.
+	if !l.seen.Add(ev.ID) && ev.Kind != protocol.KindPrivateReminder {
 		return nil
 	}
 	if err := l.deliver(ctx, Incoming{SubID: msg.subID, Event: ev, Received: received}); err != nil {
