@@ -72,7 +72,7 @@ var clientKinds = kindSet(
 	protocol.KindSystemMessage, protocol.KindCanvas,
 	protocol.KindForumPost, protocol.KindForumVote, protocol.KindForumComment,
 	protocol.KindDMOpen, protocol.KindDMAddMember, // docs/dms.md
-	protocol.KindPrivateReminder,                  // NIP-ER (reminders.go)
+	protocol.KindPrivateReminder, // NIP-ER (reminders.go)
 )
 
 // relayOnlyKinds are signed by the relay itself; clients may not publish them.
