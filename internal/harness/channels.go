@@ -177,6 +177,8 @@ func (h *Harness) handleIncoming(ctx context.Context, in client.Incoming) {
 	case in.Event == nil:
 	case in.SubID == subMembership:
 		h.handleMembership(ctx, in.Event)
+	case in.SubID == subReminders:
+		h.handleReminder(ctx, in.Event)
 	default:
 		chID, _ := protocol.ChannelID(in.Event.Tags)
 		h.bus.Publish(observer.Scope{ChannelID: chID},

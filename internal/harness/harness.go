@@ -207,6 +207,7 @@ func (h *Harness) Run(ctx context.Context) error {
 		Tags:  nostr.TagMap{"p": {h.agent}},
 		Since: ptrTS(since),
 	})
+	h.subscribeReminders()
 	if h.pool.reapOrphans() > 0 {
 		// A reply a killed orphan's `buzz` call sent just before may still be committing at the
 		// relay; the replay below looks for it.

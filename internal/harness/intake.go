@@ -155,6 +155,7 @@ func (h *Harness) replayJournal(ctx context.Context) {
 			for _, ev := range evs {
 				h.done(ev.ID)
 			}
+			h.completeReminders(ctx, evs)
 			continue
 		}
 		for j := len(evs) - 1; j >= 0; j-- {

@@ -270,6 +270,9 @@ func (h *Harness) finishTurn(ctx context.Context, r turnResult) {
 	if r.gooseProbe != ProbeUnknown {
 		s.ident.GooseProbe = r.gooseProbe
 	}
+	if outcome == turnDone || outcome == turnAnsweredLate || outcome == turnStopped {
+		h.completeReminders(ctx, r.in.batch.Events()) // reminders.go
+	}
 	switch outcome {
 	case turnMerged:
 		h.carryTurn(r, t)
