@@ -35,6 +35,7 @@ type channelTable struct {
 	byID    map[string]*channel // subscribed channels
 	removed map[string]bool     // channels we were removed from while a turn ran
 	subs    subGroups           // the channels' group subscriptions
+	threads subGroups           // the followed threads' group subscriptions (follow.go)
 	lookups memberLookups       // membership lookups running off the loop
 }
 
@@ -43,6 +44,7 @@ func newChannelTable() channelTable {
 		byID:    map[string]*channel{},
 		removed: map[string]bool{},
 		subs:    newSubGroups(),
+		threads: subGroups{pfx: threadSubPfx, of: map[string]int{}},
 		lookups: memberLookups{started: map[string]int{}, done: make(chan membershipCheck, 16)},
 	}
 }
@@ -141,8 +143,11 @@ func (h *Harness) channelFilter(ids []string) nostr.Filter {
 	return f
 }
 
-// flushSubs sends the REQs of the channel groups that changed.
-func (h *Harness) flushSubs() { h.chans.subs.flush(h.live, h.channelFilter) }
+// flushSubs sends the REQs of the channel and thread groups that changed.
+func (h *Harness) flushSubs() {
+	h.chans.subs.flush(h.live, h.channelFilter)
+	h.chans.threads.flush(h.live, h.threadFilter)
+}
 
 // leave stops listening on a channel and forgets everything about it: queued events, the
 // remembered sessions, live sessions (a running turn's session is dropped when it returns).
@@ -158,6 +163,9 @@ func (h *Harness) leave(id, why string) {
 		h.done(ev.ID)
 	}
 	h.store.RemoveChannel(id)
+	if h.follows != nil {
+		h.unfollow(h.follows.remove(func(t followedThread) bool { return t.Channel == id }))
+	}
 	h.convs.inChannel(id, func(c *conversation) {
 		c.dropSessions()
 		c.settings, c.fresh, c.resumeRetried = agentSettings{}, false, false
@@ -182,6 +190,8 @@ func (h *Harness) handleIncoming(ctx context.Context, in client.Incoming) {
 	case in.Event == nil:
 	case in.SubID == subMembership:
 		h.handleMembership(ctx, in.Event)
+	case in.SubID == subOwn:
+		h.ownMessage(in.Event)
 	default:
 		chID, _ := protocol.ChannelID(in.Event.Tags)
 		h.bus.Publish(observer.Scope{ChannelID: chID},

@@ -18,6 +18,8 @@ func TestNextTurnOfAConversationStartsInALaterSecondThanThePreviousEnded(t *test
 		m := s.mention(s.ownerSK, text)
 		s.waitReply(m.ID)
 	}
+	// The reply lands while its turn still runs: wait for the third turn's end to be logged.
+	s.waitLogCount(`msg="turn done"`, 3, 20*time.Second)
 	lines, err := readActivity(activity)
 	if err != nil {
 		t.Fatal(err)

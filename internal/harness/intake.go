@@ -12,7 +12,9 @@ import (
 )
 
 // handleEvent runs the intake pipeline for one channel event, in upstream's order:
-// membership → ignore self → owner commands → author gate → queue.
+// membership → ignore self → (thread follow) → owner commands → author gate → queue. An event
+// that does not mention the agent came on a followed thread's subscription, and goes on only if
+// it continues that thread (follow.go).
 func (h *Harness) handleEvent(ctx context.Context, ev *nostr.Event) {
 	chID, ok := protocol.ChannelID(ev.Tags)
 	if !ok {
@@ -26,6 +28,9 @@ func (h *Harness) handleEvent(ctx context.Context, ev *nostr.Event) {
 		return // a replay: never handled twice
 	}
 	if ev.PubKey == h.agent {
+		return
+	}
+	if !h.addressed(ev) && !h.followable(c, ev) {
 		return
 	}
 	if cmd, ok := ParseOwnerCommand(ev, h.cfg.Owner, h.agent); ok {
@@ -100,7 +105,8 @@ func (h *Harness) done(ids ...string) {
 // replayJournal queues accepted events that never reached a terminal outcome, in order, before
 // any new event. Events of channels we are no longer in are finished. A batch that was in flight
 // when we stopped counts as answered if the agent's reply to it landed (the outcome just was not
-// recorded); otherwise it is prompted again.
+// recorded); else, if the safety net had decided on a reply for it (reply.go), that reply is
+// posted now; otherwise it is prompted again.
 func (h *Harness) replayJournal(ctx context.Context) {
 	// A batch is one conversation's events marked in flight together: sibling threads of a
 	// channel can be in flight in the same second, and one's reply must not close the other.
@@ -110,6 +116,7 @@ func (h *Harness) replayJournal(ctx context.Context) {
 	}
 	inflight := map[batchKey][]*nostr.Event{}
 	ownSecond := map[batchKey]bool{} // every event of the batch marked so
+	decided := map[batchKey]json.RawMessage{}
 	var order []batchKey
 	n := 0
 	for _, e := range h.jrnl.Pending() {
@@ -131,6 +138,9 @@ func (h *Harness) replayJournal(ctx context.Context) {
 				ownSecond[k] = true
 			}
 			ownSecond[k] = ownSecond[k] && e.InFlightOwnSecond
+			if e.Outcome != nil {
+				decided[k] = e.Outcome
+			}
 			inflight[k] = append(inflight[k], ev)
 			continue
 		}
@@ -145,6 +155,13 @@ func (h *Harness) replayJournal(ctx context.Context) {
 		evs := inflight[k]
 		if h.relay.answered(ctx, k.conv.Channel, evs, time.Unix(k.at, 0), ownSecond[k]) {
 			h.log.Info("journal: batch in flight at the restart was already answered", "channel", k.conv.Channel, "conversation", k.conv.String(), "events", len(evs))
+			for _, ev := range evs {
+				h.done(ev.ID)
+			}
+			continue
+		}
+		if out := decided[k]; out != nil && h.postRecorded(ctx, out) {
+			h.log.Info("journal: posted the reply decided for a batch in flight at the restart", "channel", k.conv.Channel, "conversation", k.conv.String(), "events", len(evs))
 			for _, ev := range evs {
 				h.done(ev.ID)
 			}

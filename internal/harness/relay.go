@@ -128,6 +128,16 @@ func (rc *relayClient) renderTurn(ctx context.Context, in turnInput, sess *convS
 		Delivered:       sess.Delivered,
 		IncludeStanding: sess.Route == RouteUserMessage && !sess.StandingSent,
 	}
+	if !rc.cfg.NoMentionFilter {
+		for _, ev := range pin.Events {
+			if !protocol.Mentioned(ev.Tags, rc.self) { // it came by thread follow (follow.go)
+				if pin.Followed == nil {
+					pin.Followed = map[string]bool{}
+				}
+				pin.Followed[ev.ID] = true
+			}
+		}
+	}
 	if pin.IncludeStanding {
 		if sess.opening != nil {
 			pin.Standing = *sess.opening
@@ -275,6 +285,13 @@ func (rc *relayClient) profileLabels(ctx context.Context, evs []nostr.Event, w *
 		maps.Copy(labels, rc.fetchProfiles(ctx, missing))
 	}
 	return labels, stale
+}
+
+// profileSaysAgent reports whether pk's cached profile marks an agent (a NIP-OA auth tag).
+func (rc *relayClient) profileSaysAgent(pk string) bool {
+	rc.profiles.mu.Lock()
+	defer rc.profiles.mu.Unlock()
+	return rc.profiles.entries[pk].p.IsAgent
 }
 
 // refreshProfiles fetches the profiles of stale pubkeys again (a failed fetch keeps the old
