@@ -62,6 +62,10 @@
 //	                            mentioned you") is ended with no text and no send
 //	TESTAGENT_RELAY_URL=url     the CLI's BUZZ_RELAY_URL (default: the agent's own)
 //
+//	One run can mix them: "[silent:text]" in the last event's content answers in text only,
+//	"[silent:nokey]" sends without the key, "[silent:denied]" has the send denied (and says so in
+//	text), "[silent:refused]" sends to TESTAGENT_SEND_CHANNEL; none of these fails the turn.
+//
 // Faults
 //
 //	TESTAGENT_CRASH_ON=N     os.Exit(3) mid-turn on the Nth prompt (counted across restarts in the state
@@ -113,7 +117,6 @@ type config struct {
 	stateDir         string
 	reply            string
 	buzz             string
-	noCLI            bool
 	stream           int
 	bigChunk         int
 	permission       bool
@@ -133,14 +136,10 @@ type config struct {
 	sessionState     map[string]json.RawMessage
 	setError         map[string]bool
 	authMethods      json.RawMessage
-	finalText        *string // TESTAGENT_FINAL_TEXT; nil: the reply
-	sendFailsOK      bool
-	dropKey          bool
-	sendChannel      string
-	denySend         bool
-	replyLate        time.Duration
-	skipFollowed     bool
-	cliRelayURL      string
+	replyKnobs
+	replyLate    time.Duration
+	skipFollowed bool
+	cliRelayURL  string
 }
 
 func loadConfig() (config, error) {
@@ -154,7 +153,6 @@ func loadConfig() (config, error) {
 		stateDir:         os.Getenv("TESTAGENT_STATE_DIR"),
 		reply:            envOr("TESTAGENT_REPLY", "echo: {content}"),
 		buzz:             envOr("TESTAGENT_BUZZ", "buzz"),
-		noCLI:            os.Getenv("TESTAGENT_NO_CLI") == "1",
 		permission:       os.Getenv("TESTAGENT_PERMISSION") == "1",
 		unknownRequest:   os.Getenv("TESTAGENT_UNKNOWN_REQUEST") == "1",
 		stopReason:       envOr("TESTAGENT_STOP_REASON", "end_turn"),
@@ -167,12 +165,15 @@ func loadConfig() (config, error) {
 		gooseSteer:       os.Getenv("TESTAGENT_GOOSE_STEER") == "1",
 		hangAfterReply:   os.Getenv("TESTAGENT_HANG_AFTER_REPLY"),
 		noUsage:          os.Getenv("TESTAGENT_NO_USAGE") == "1",
-		sendFailsOK:      os.Getenv("TESTAGENT_SEND_FAILS") == "continue",
-		dropKey:          os.Getenv("TESTAGENT_DROP_KEY") == "1",
-		sendChannel:      os.Getenv("TESTAGENT_SEND_CHANNEL"),
-		denySend:         os.Getenv("TESTAGENT_DENY_SEND") == "1",
-		skipFollowed:     os.Getenv("TESTAGENT_SKIP_FOLLOWED") == "1",
-		cliRelayURL:      os.Getenv("TESTAGENT_RELAY_URL"),
+		replyKnobs: replyKnobs{
+			noCLI:       os.Getenv("TESTAGENT_NO_CLI") == "1",
+			sendFailsOK: os.Getenv("TESTAGENT_SEND_FAILS") == "continue",
+			dropKey:     os.Getenv("TESTAGENT_DROP_KEY") == "1",
+			sendChannel: os.Getenv("TESTAGENT_SEND_CHANNEL"),
+			denySend:    os.Getenv("TESTAGENT_DENY_SEND") == "1",
+		},
+		skipFollowed: os.Getenv("TESTAGENT_SKIP_FOLLOWED") == "1",
+		cliRelayURL:  os.Getenv("TESTAGENT_RELAY_URL"),
 	}
 	if v, ok := os.LookupEnv("TESTAGENT_FINAL_TEXT"); ok {
 		c.finalText = &v
@@ -232,6 +233,39 @@ func loadConfig() (config, error) {
 		}
 	}
 	return c, os.MkdirAll(filepath.Join(c.stateDir, "sessions"), 0o755)
+}
+
+// replyKnobs say how a turn's reply goes wrong (if it does).
+type replyKnobs struct {
+	noCLI       bool
+	finalText   *string // TESTAGENT_FINAL_TEXT; nil: the reply
+	sendFailsOK bool
+	dropKey     bool
+	sendChannel string
+	denySend    bool
+}
+
+// knobsFor is the reply knobs for a turn whose last event says content: the configured ones, or
+// those a "[silent:…]" directive in it names.
+func (c config) knobsFor(content string) replyKnobs {
+	k := c.replyKnobs
+	none, denied := "", "I was not allowed to post my answer."
+	switch {
+	case strings.Contains(content, "[silent:text]"):
+		k.noCLI = true
+	case strings.Contains(content, "[silent:nokey]"):
+		k.dropKey, k.sendFailsOK, k.finalText = true, true, &none
+	case strings.Contains(content, "[silent:denied]"):
+		k.denySend, k.sendFailsOK, k.finalText = true, true, &denied
+	case strings.Contains(content, "[silent:refused]"):
+		k.sendFailsOK, k.finalText = true, &none
+	default:
+		return k
+	}
+	if !strings.Contains(content, "[silent:refused]") {
+		k.sendChannel = ""
+	}
+	return k
 }
 
 func envOr(k, def string) string {
@@ -650,16 +684,17 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 	if a.cfg.bigChunk > 0 {
 		_ = acp.SendUpdate(a.conn, s.ID, acp.TextChunk(acp.UpdateAgentMessageChunk, strings.Repeat("x", a.cfg.bigChunk)))
 	}
-	late := send && !a.cfg.noCLI && a.cfg.replyLate > 0
-	if send && !a.cfg.noCLI && !late {
-		if err := a.send(s.ID, info, reply); err != nil && !a.cfg.sendFailsOK {
+	k := a.cfg.knobsFor(info.LastContent())
+	late := send && !k.noCLI && a.cfg.replyLate > 0
+	if send && !k.noCLI && !late {
+		if err := a.send(k, s.ID, info, reply); err != nil && !k.sendFailsOK {
 			// Like a careful agent: a reply that could not be posted fails the turn.
 			return nil, acp.NewRPCError(acp.CodeInternal, "could not post the reply: "+err.Error(), nil)
 		}
 	}
 	final := reply
-	if a.cfg.finalText != nil {
-		final = strings.ReplaceAll(*a.cfg.finalText, "{reply}", reply)
+	if k.finalText != nil {
+		final = strings.ReplaceAll(*k.finalText, "{reply}", reply)
 	}
 	if final != "" {
 		for _, part := range split(final, a.cfg.stream) {
@@ -668,7 +703,7 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 	}
 	if late {
 		// After the turn's response is on its way: the reply lands once the turn is over.
-		time.AfterFunc(a.cfg.replyLate, func() { _, _ = a.runCLI(info, reply) })
+		time.AfterFunc(a.cfg.replyLate, func() { _, _ = a.runCLI(k, info, reply) })
 	}
 	if hangs(a.cfg.hangAfterReply, count) {
 		<-ctx.Done()
@@ -785,8 +820,8 @@ func (a *agent) askPermission(ctx context.Context, sessionID string) (string, er
 // send runs the CLI as a reported tool call: tool_call first, then tool_call_update with its
 // output and status, as real adapters report a shell command. With TESTAGENT_DENY_SEND the call
 // is refused and never runs.
-func (a *agent) send(sessionID string, info promptInfo, reply string) error {
-	args := a.sendArgs(info, reply)
+func (a *agent) send(k replyKnobs, sessionID string, info promptInfo, reply string) error {
+	args := sendArgs(k, info, reply)
 	id := fmt.Sprintf("call_%d", time.Now().UnixNano())
 	command := "buzz " + strings.Join(args, " ")
 	_ = acp.SendUpdate(a.conn, sessionID, map[string]any{"sessionUpdate": "tool_call", "toolCallId": id,
@@ -795,11 +830,11 @@ func (a *agent) send(sessionID string, info promptInfo, reply string) error {
 		_ = acp.SendUpdate(a.conn, sessionID, map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": id, "status": status,
 			"content": []any{map[string]any{"type": "content", "content": map[string]any{"type": "text", "text": output}}}})
 	}
-	if a.cfg.denySend {
+	if k.denySend {
 		update("failed", "Permission denied: this permission mode does not allow running `buzz`")
 		return errors.New("permission denied")
 	}
-	out, err := a.runCLI(info, reply)
+	out, err := a.runCLI(k, info, reply)
 	if err != nil {
 		code := -1
 		var ee *exec.ExitError
@@ -813,9 +848,9 @@ func (a *agent) send(sessionID string, info promptInfo, reply string) error {
 	return nil
 }
 
-func (a *agent) sendArgs(info promptInfo, reply string) []string {
-	if a.cfg.sendChannel != "" { // a top-level post there: the prompt's events are not in it
-		return []string{"messages", "send", "--channel", a.cfg.sendChannel, "--content", reply}
+func sendArgs(k replyKnobs, info promptInfo, reply string) []string {
+	if k.sendChannel != "" { // a top-level post there: the prompt's events are not in it
+		return []string{"messages", "send", "--channel", k.sendChannel, "--content", reply}
 	}
 	args := []string{"messages", "send", "--channel", info.ChannelID}
 	if to := info.replyTarget(); to != "" {
@@ -827,12 +862,12 @@ func (a *agent) sendArgs(info promptInfo, reply string) []string {
 // runCLI posts the reply with the buzz CLI, trying three times (the CLI retries transient
 // errors itself; this covers a relay that is restarting). It returns the last run's stdout and
 // stderr.
-func (a *agent) runCLI(info promptInfo, reply string) (string, error) {
+func (a *agent) runCLI(k replyKnobs, info promptInfo, reply string) (string, error) {
 	if info.ChannelID == "" {
 		fmt.Fprintln(os.Stderr, "testagent: no channel in prompt; not replying via CLI")
 		return "", nil
 	}
-	args := a.sendArgs(info, reply)
+	args := sendArgs(k, info, reply)
 	var err error
 	var out []byte
 	for attempt := range 3 {
@@ -840,7 +875,7 @@ func (a *agent) runCLI(info promptInfo, reply string) (string, error) {
 			time.Sleep(time.Duration(attempt) * 500 * time.Millisecond)
 		}
 		cmd := exec.Command(a.cfg.buzz, args...)
-		cmd.Env = a.cliEnv()
+		cmd.Env = a.cliEnv(k)
 		var stderr strings.Builder
 		cmd.Stderr = io.MultiWriter(os.Stderr, &stderr)
 		out, err = cmd.Output()
@@ -859,12 +894,12 @@ func (a *agent) runCLI(info promptInfo, reply string) (string, error) {
 
 // cliEnv is the CLI's environment: ours, less the key with TESTAGENT_DROP_KEY, with
 // TESTAGENT_RELAY_URL as its relay.
-func (a *agent) cliEnv() []string {
+func (a *agent) cliEnv(kn replyKnobs) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		switch {
-		case a.cfg.dropKey && (k == "BUZZ_PRIVATE_KEY" || k == "BUZZ_ACP_PRIVATE_KEY"):
+		case kn.dropKey && (k == "BUZZ_PRIVATE_KEY" || k == "BUZZ_ACP_PRIVATE_KEY"):
 		case a.cfg.cliRelayURL != "" && k == "BUZZ_RELAY_URL":
 		default:
 			env = append(env, kv)
