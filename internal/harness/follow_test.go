@@ -126,3 +126,14 @@ func TestSiblingVerdictLetsAFollowUpInOnlyFromAPerson(t *testing.T) {
 		}
 	}
 }
+
+func TestThreadSubscriptionsCarryNoPFilterWhileChannelOnesKeepIt(t *testing.T) {
+	h := &Harness{cfg: Config{Kinds: DefaultKinds}, agent: rootN(99)}
+	th := h.threadFilter([]string{rootN(1)})
+	if _, ok := th.Tags["p"]; ok || !slices.Equal(th.Tags["e"], []string{rootN(1)}) || !slices.Equal(th.Kinds, []int{9}) {
+		t.Fatalf("thread filter %v: want #e of the roots, kind 9 only, and no #p", th)
+	}
+	if ch := h.channelFilter([]string{followChannel}); !slices.Equal(ch.Tags["p"], []string{rootN(99)}) {
+		t.Fatalf("channel filter %v lost its #p", ch)
+	}
+}
