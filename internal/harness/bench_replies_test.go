@@ -17,8 +17,10 @@ import (
 // the permission mode denies (the agent then says so in text), a send the relay refuses (a
 // private channel the agent is not in) — then 50 turns the agent answers with the CLI. It
 // reports how many mentions ended with a visible answer or a notice (and any with two), and the
-// harness's relay queries per turn, split at the prompt: buzz-acp runs behind a proxy that counts
-// its HTTP queries, while the agent's CLI talks to the relay directly. Run with -benchtime=1x.
+// harness's relay queries per turn, split at the prompt, all of them and the safety net's alone
+// (its look for the agent's messages: kinds 9 and 40002 by the agent, no #h). buzz-acp runs
+// behind a proxy that sees its HTTP queries; the agent's CLI talks to the relay directly. Run
+// with -benchtime=1x.
 func BenchmarkSilentTurns200(b *testing.B) {
 	for range b.N {
 		s := newStack(b)
@@ -26,9 +28,9 @@ func BenchmarkSilentTurns200(b *testing.B) {
 		proxy := startStallProxy(b, s.relay.URL)
 		activity := b.TempDir() + "/activity.jsonl"
 		s.start([]string{"--relay-url", proxy.url(), "--activity-log", activity, "--log-level", "info"},
-			"TESTAGENT_RELAY_URL="+s.relay.URL, "TESTAGENT_SEND_CHANNEL="+stranger)
+			"TESTAGENT_RELAY_URL="+s.relay.URL)
 
-		causes := []string{"text", "nokey", "denied", "refused"}
+		causes := []string{"text", "nokey", "denied", "refused=" + stranger}
 		type turn struct {
 			cause        string
 			posted, seen time.Time
@@ -59,7 +61,8 @@ func BenchmarkSilentTurns200(b *testing.B) {
 		s.kill()
 
 		visible, doubled, fallbacks := 0, 0, 0
-		var before, after [2]int // [silent, answered]
+		var before, after, netBefore, netAfter [2]int // [silent, answered]
+		byAgent := `"authors":["` + s.agentPK + `"]`
 		for _, t := range turns {
 			evs := s.relay.Query(b, s.ownerSK, nostr.Filter{Kinds: []int{9}, Authors: []string{s.agentPK}, Tags: nostr.TagMap{"e": {t.id}}})
 			if t.cause != "answered" {
@@ -82,21 +85,33 @@ func BenchmarkSilentTurns200(b *testing.B) {
 				b.Fatalf("turn %s was never prompted", t.id)
 			}
 			for _, q := range queries {
+				net := 0
+				if strings.Contains(q.bytes, byAgent) && strings.Contains(q.bytes, "[9,40002]") && !strings.Contains(q.bytes, `"#h"`) {
+					net = 1
+				}
 				switch {
-				case q.After(t.posted) && q.Before(at):
+				case q.at.After(t.posted) && q.at.Before(at):
 					before[k]++
-				case !q.Before(at) && !q.After(t.seen):
+					netBefore[k] += net
+				case !q.at.Before(at) && !q.at.After(t.seen):
 					after[k]++
+					netAfter[k] += net
 				}
 			}
 		}
 		b.ReportMetric(float64(visible), "visible-of-200")
 		b.ReportMetric(float64(doubled), "doubled")
 		b.ReportMetric(float64(fallbacks), "fallbacks")
-		b.ReportMetric(float64(before[0])/200, "queries-before-prompt/silent-turn")
-		b.ReportMetric(float64(after[0])/200, "queries-after-prompt/silent-turn")
-		b.ReportMetric(float64(before[1])/50, "queries-before-prompt/answered-turn")
-		b.ReportMetric(float64(after[1])/50, "queries-after-prompt/answered-turn")
+		for k, name := range []string{"silent", "answered"} {
+			n := float64(len(turns) - 200)
+			if k == 0 {
+				n = 200
+			}
+			b.ReportMetric(float64(before[k])/n, "queries-before-prompt/"+name+"-turn")
+			b.ReportMetric(float64(after[k])/n, "queries-after-prompt/"+name+"-turn")
+			b.ReportMetric(float64(netBefore[k])/n, "net-queries-before-prompt/"+name+"-turn")
+			b.ReportMetric(float64(netAfter[k])/n, "net-queries-after-prompt/"+name+"-turn")
+		}
 	}
 }
 

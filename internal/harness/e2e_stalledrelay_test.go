@@ -31,7 +31,14 @@ type stallProxy struct {
 	marker   []byte        // swallow: bytes containing it are never forwarded
 	dropped  chan struct{} // closed by drop: the connections holding swallowed bytes close
 	held     int           // sends swallowed so far
-	queryLog []time.Time   // when each POST /query went upstream
+	queryLog []proxyQuery  // each POST /query that went upstream
+}
+
+// proxyQuery is one of buzz-acp's HTTP queries: when it went upstream, and the bytes it came in
+// (its request line, headers and, usually, its filters).
+type proxyQuery struct {
+	at    time.Time
+	bytes string
 }
 
 // gate holds a connection's upstream copy while closed.
@@ -130,8 +137,8 @@ func (p *stallProxy) upstream(c, up net.Conn) {
 // the queries in b.
 func (p *stallProxy) swallowed(b []byte) bool {
 	p.mu.Lock()
-	for range bytes.Count(b, []byte("POST /query ")) {
-		p.queryLog = append(p.queryLog, time.Now())
+	for _, part := range bytes.Split(b, []byte("POST /query "))[1:] {
+		p.queryLog = append(p.queryLog, proxyQuery{at: time.Now(), bytes: string(part)})
 	}
 	hit := p.marker != nil && bytes.Contains(b, p.marker)
 	if hit {
@@ -169,8 +176,8 @@ func (p *stallProxy) swallowedCount() int {
 	return p.held
 }
 
-// queries are when buzz-acp's HTTP queries went through, in order.
-func (p *stallProxy) queries() []time.Time {
+// queries are buzz-acp's HTTP queries, in order.
+func (p *stallProxy) queries() []proxyQuery {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return slices.Clone(p.queryLog)

@@ -64,7 +64,7 @@
 //
 //	One run can mix them: "[silent:text]" in the last event's content answers in text only,
 //	"[silent:nokey]" sends without the key, "[silent:denied]" has the send denied (and says so in
-//	text), "[silent:refused]" sends to TESTAGENT_SEND_CHANNEL; none of these fails the turn.
+//	text), "[silent:refused=<channel uuid>]" sends there; none of these fails the turn.
 //
 // Faults
 //
@@ -100,6 +100,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -248,25 +249,21 @@ type replyKnobs struct {
 // knobsFor is the reply knobs for a turn whose last event says content: the configured ones, or
 // those a "[silent:…]" directive in it names.
 func (c config) knobsFor(content string) replyKnobs {
-	k := c.replyKnobs
 	none, denied := "", "I was not allowed to post my answer."
-	switch {
+	switch m := reRefused.FindStringSubmatch(content); {
 	case strings.Contains(content, "[silent:text]"):
-		k.noCLI = true
+		return replyKnobs{noCLI: true}
 	case strings.Contains(content, "[silent:nokey]"):
-		k.dropKey, k.sendFailsOK, k.finalText = true, true, &none
+		return replyKnobs{dropKey: true, sendFailsOK: true, finalText: &none}
 	case strings.Contains(content, "[silent:denied]"):
-		k.denySend, k.sendFailsOK, k.finalText = true, true, &denied
-	case strings.Contains(content, "[silent:refused]"):
-		k.sendFailsOK, k.finalText = true, &none
-	default:
-		return k
+		return replyKnobs{denySend: true, sendFailsOK: true, finalText: &denied}
+	case m != nil:
+		return replyKnobs{sendChannel: m[1], sendFailsOK: true, finalText: &none}
 	}
-	if !strings.Contains(content, "[silent:refused]") {
-		k.sendChannel = ""
-	}
-	return k
+	return c.replyKnobs
 }
+
+var reRefused = regexp.MustCompile(`\[silent:refused=([0-9a-f-]{36})\]`)
 
 func envOr(k, def string) string {
 	if v, ok := os.LookupEnv(k); ok {
