@@ -116,7 +116,7 @@ func TestSiblingVerdictLetsAFollowUpInOnlyFromAPerson(t *testing.T) {
 		"person":       {siblingVerdict{}, false, true},
 		"sibling":      {siblingVerdict{sibling: true, agent: true}, true, false},
 		"other agent":  {siblingVerdict{agent: true}, false, false},
-		"lookup error": {siblingVerdict{agent: true}, false, false}, // what a failed lookup caches
+		"lookup error": {siblingVerdict{failed: true}, false, false},
 	} {
 		if got := c.v.admits(false); got != c.mention {
 			t.Errorf("%s: a mention admitted = %v, want %v", name, got, c.mention)

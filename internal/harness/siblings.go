@@ -36,6 +36,7 @@ type siblingCache struct {
 type siblingVerdict struct {
 	sibling bool
 	agent   bool
+	failed  bool // the lookup failed: neither a sibling nor a person who may continue a thread
 	until   time.Time
 }
 
@@ -43,7 +44,7 @@ type siblingVerdict struct {
 // its author otherwise), or a followed message (the gate admitted its author) by a person.
 func (v siblingVerdict) admits(followed bool) bool {
 	if followed {
-		return !v.agent && !v.sibling
+		return !v.agent && !v.sibling && !v.failed
 	}
 	return v.sibling
 }
@@ -151,8 +152,8 @@ func (h *Harness) finishSiblingLookup(ctx context.Context, r siblingCheck) {
 	ttl := siblingTTL
 	if r.err != nil {
 		ttl = siblingErrTTL
-		h.log.Warn("sibling lookup failed; treating the author as a stranger, and as an agent", "author", r.author, "err", r.err)
-		r.verdict = siblingVerdict{agent: true} // a failed lookup never lets a follow-up in either
+		h.log.Warn("sibling lookup failed; treating the author as a stranger whose messages do not continue a thread", "author", r.author, "err", r.err)
+		r.verdict = siblingVerdict{failed: true} // a failed lookup never lets a follow-up in either
 	}
 	h.log.Debug("sibling lookup", "author", r.author, "sibling", r.verdict.sibling, "agent", r.verdict.agent)
 	h.siblings.cache.put(r.author, r.verdict, ttl, h.clock.Now())
