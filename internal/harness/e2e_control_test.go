@@ -46,6 +46,7 @@ func TestOwnerRotateForgetsSessionAndNextSessionIsFresh(t *testing.T) {
 	s.start(nil)
 	first := s.mention(s.ownerSK, "one")
 	r1 := s.waitReply(first.ID)
+	s.waitLogCount(`msg="turn done"`, 1, 20*time.Second) // the reply can land while its turn still runs
 	cmd := s.mention(s.ownerSK, "@agent !rotate", replyTo(first.ID))
 	if out := s.waitOutcome(cmd.ID); out["type"] != "agent_session_rotated" {
 		t.Fatalf("outcome %v", out)
