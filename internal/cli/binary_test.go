@@ -4,39 +4,20 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/relay/relaytest"
+	"github.com/buzz-harness/buzz/internal/testbin"
 	"github.com/nbd-wtf/go-nostr"
 )
 
 // buzzBin is the real `buzz` binary, built once for the package's subprocess tests.
-var buzzBin string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "buzz-cli-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	buzzBin = filepath.Join(dir, "buzz")
-	build := exec.Command("go", "build", "-o", buzzBin, "github.com/buzz-harness/buzz/cmd/buzz")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build buzz:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func buzzBin(t testing.TB) string { return testbin.Path(t, "cmd/buzz") }
 
 // user is one identity running the binary against a relay.
 type user struct {
@@ -63,7 +44,7 @@ func (u *user) buzz(stdin string, args ...string) result {
 	u.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, buzzBin, args...)
+	cmd := exec.CommandContext(ctx, buzzBin(u.t), args...)
 	cmd.Env = append(os.Environ(), "BUZZ_RELAY_URL="+u.relay, "BUZZ_PRIVATE_KEY="+protocol.Nsec(u.sk), "BUZZ_TIMEOUT_SECS=10")
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
