@@ -2,10 +2,13 @@ package stack
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/buzz-harness/buzz/internal/testbin"
 )
 
 // A start that fails late — after the data dir, keys, relay database and #general exist — must
@@ -37,5 +40,22 @@ func TestRunThatFailsKeepsADataDirThatAlreadyExisted(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dataDir, "owner.key")); err != nil {
 		t.Errorf("existing data dir lost its owner key: %v", err)
+	}
+}
+
+// Ctrl-C right after the banner, while the harness may still be starting (connecting, publishing
+// the agent's profile): the stop was asked for, so Run returns nil rather than the harness's
+// "context canceled", and `buzz up` exits 0.
+func TestRunStoppedRightAfterItsBannerReturnsNil(t *testing.T) {
+	bin := testbin.Dir(t, "cmd/buzz", "internal/testagent")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	err := Run(ctx, Config{
+		DataDir: filepath.Join(t.TempDir(), "data"), RelayAddr: "127.0.0.1:0", ConsoleAddr: "127.0.0.1:0",
+		AgentCommand: filepath.Join(bin, "testagent"), AgentCwd: t.TempDir(), BuzzCLIDir: bin,
+		Out: io.Discard, Ready: func(Info) { cancel() },
+	})
+	if err != nil {
+		t.Fatalf("Run stopped at its banner: %v", err)
 	}
 }

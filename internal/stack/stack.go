@@ -334,7 +334,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	case <-ctx.Done():
 		fmt.Fprintln(cfg.Out, "\nbuzz up: stopping")
 		stopHarness()
-		runErr = <-harnessDone
+		// A harness stopped while it was still starting returns its context's error: a stop
+		// asked for, not a failure.
+		if runErr = <-harnessDone; errors.Is(runErr, context.Canceled) {
+			runErr = nil
+		}
 	case runErr = <-harnessDone:
 		// The owner's !shutdown, or a fatal harness error: stop the rest too.
 	}
