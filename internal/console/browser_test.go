@@ -17,6 +17,7 @@ import (
 	"github.com/buzz-harness/buzz/internal/harness"
 	"github.com/buzz-harness/buzz/internal/stack"
 	"github.com/buzz-harness/buzz/internal/testbin"
+	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 const chromiumPath = "/usr/bin/chromium"
@@ -373,18 +374,11 @@ func TestConsolePermissionButtonsAnswerTheAgentsQuestion(t *testing.T) {
 	}
 	// The tool ran: the agent's reply (not "permission denied") lands in the thread.
 	reply := `.thread .msg[data-pubkey="` + info.Agent.Pubkey + `"] .body`
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testwait.Eventually(t, 30*time.Second, func() bool {
 		bodies, err := textsOf(ctx, reply)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if slices.ContainsFunc(bodies, func(b string) bool { return strings.HasPrefix(b, "echo:") }) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no agent reply after answering; agent messages: %q", bodies)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return slices.ContainsFunc(bodies, func(b string) bool { return strings.HasPrefix(b, "echo:") })
+	}, "the agent's echo reply in the thread after answering")
 }

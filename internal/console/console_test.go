@@ -13,6 +13,7 @@ import (
 
 	"github.com/buzz-harness/buzz/internal/console"
 	"github.com/buzz-harness/buzz/internal/observer"
+	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 func activityServer(t *testing.T, bus *observer.Bus) (*httptest.Server, string) {
@@ -180,17 +181,11 @@ func TestServeActivityServesActivityOnlyStateUntilContextEnds(t *testing.T) {
 		t.Fatalf("state: %d %s", resp.StatusCode, body)
 	}
 	cancel()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testwait.Eventually(t, 5*time.Second, func() bool {
 		c := &http.Client{Timeout: time.Second}
-		if _, err := c.Get(base + "/"); err != nil {
-			break // listener closed
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("console still serving after its context ended")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		_, err := c.Get(base + "/")
+		return err != nil // listener closed
+	}, "the console to stop serving after its context ended")
 }
 
 func TestMentionedPubkeysMatchesWholeNamesInOrder(t *testing.T) {

@@ -2,6 +2,7 @@ package harness_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/buzz-harness/buzz/internal/relay/store/postgres/pgtest"
 	"github.com/buzz-harness/buzz/internal/testbin"
+	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 func TestSecondHarnessForSameAgentOnSameRelayRefusesNamingHolderPID(t *testing.T) {
@@ -93,13 +95,8 @@ func TestStandbyTakesOverThePostgresLeaseAndResumesTheSession(t *testing.T) {
 // waitOutput waits until a process's output contains substr.
 func waitOutput(t *testing.T, out *testbin.Output, substr string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !strings.Contains(out.String(), substr) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %q in:\n%s", substr, out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Eventually(t, timeout, func() bool { return strings.Contains(out.String(), substr) },
+		fmt.Sprintf("%q in the output (logged at the end)", substr))
 }
 
 // A holder whose lease connection dies must stop answering: a standby may hold the lease now.

@@ -12,14 +12,15 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 // permissionAnswer is the optionId (or "cancelled") buzz-acp answered the test agent's
 // permission request with.
 func (s *stack) permissionAnswer() string {
 	s.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	answer := ""
+	testwait.Eventually(s.t, 20*time.Second, func() bool {
 		for _, r := range s.recordedRaw() {
 			if r.Type != "response" || r.Method != "session/request_permission" {
 				continue
@@ -28,15 +29,15 @@ func (s *stack) permissionAnswer() string {
 				Outcome struct{ Outcome, OptionID string } `json:"outcome"`
 			}
 			_ = json.Unmarshal(r.Result, &res)
+			answer = res.Outcome.OptionID
 			if res.Outcome.Outcome == "cancelled" {
-				return "cancelled"
+				answer = "cancelled"
 			}
-			return res.Outcome.OptionID
+			return true
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	s.t.Fatalf("the agent's permission request was never answered; output:\n%s", s.logs.String())
-	return ""
+		return false
+	}, "buzz-acp to answer the agent's permission request")
+	return answer
 }
 
 type rawRecord struct {

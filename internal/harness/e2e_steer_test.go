@@ -2,12 +2,15 @@ package harness_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 // The agent replies with the ids of every event its prompt showed, so a reply tells which
@@ -203,16 +206,10 @@ func TestDedupDropFinishesAMessageForABusyConversationUnanswered(t *testing.T) {
 // waitFile waits until the file at path contains substr.
 func (s *stack) waitFile(path, substr string) {
 	s.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if b, _ := os.ReadFile(path); strings.Contains(string(b), substr) {
-			return
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("%s never contained %q; buzz-acp output:\n%s", path, substr, s.logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Eventually(s.t, 20*time.Second, func() bool {
+		b, _ := os.ReadFile(path)
+		return strings.Contains(string(b), substr)
+	}, fmt.Sprintf("%s to contain %q", path, substr))
 }
 
 func TestSteerAfterTheReplyLandedDoesNotAnswerTheFirstMessageAgain(t *testing.T) {

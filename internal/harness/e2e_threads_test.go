@@ -36,13 +36,16 @@ func conversationIDs(t *testing.T, s *stack) []string {
 
 const threadReply = "TESTAGENT_REPLY=answer {codeword} #{count} in {session}" // #{count}: no two replies are the same event
 
-// twoThreads posts two top-level mentions a second apart and waits for both replies.
+// twoThreads posts two top-level mentions, the second once the first is answered (so that under
+// the channel policy it is not merged into the first's turn), and returns them with their replies.
 func twoThreads(t *testing.T, s *stack) (m1, m2, r1, r2 nostr.Event) {
 	t.Helper()
 	m1 = s.mention(s.ownerSK, "codeword=ALPHA")
-	time.Sleep(time.Second) // distinct created_at: two separate top-level posts, as people make them
-	m2 = s.mention(s.ownerSK, "codeword=BRAVO")
-	r1, r2 = s.waitReply(m1.ID), s.waitReply(m2.ID)
+	r1 = s.waitReply(m1.ID)
+	// Distinct created_at, as two separate top-level posts people make have: dated a second
+	// after the first when the reply came within its second.
+	m2 = s.mentionAt(s.ownerSK, "codeword=BRAVO", max(nostr.Now(), m1.CreatedAt+1))
+	r2 = s.waitReply(m2.ID)
 	return m1, m2, r1, r2
 }
 

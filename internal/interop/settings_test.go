@@ -2,6 +2,7 @@ package interop
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 // answers pairs each request buzz-acp sent with method to the agent's result (nil if it
@@ -84,17 +86,17 @@ func TestClaudeAgentACP0101TakesModelAndPermissionModeFromFlags(t *testing.T) {
 func (s *stack) waitAgentMessage(id, what string, match func(string) bool, timeout time.Duration) nostr.Event {
 	s.t.Helper()
 	f := nostr.Filter{Kinds: []int{9}, Authors: []string{s.agentPK}, Tags: nostr.TagMap{"e": {id}}}
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	var msg nostr.Event
+	testwait.Eventually(s.t, timeout, func() bool {
 		for _, ev := range s.relay.Query(s.t, s.ownerSK, f) {
 			if match(ev.Content) {
-				return ev
+				msg = ev
+				return true
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	s.t.Fatalf("no agent message (%s) under %s within %v; buzz-acp output:\n%s", what, id, timeout, s.logs.String())
-	return nostr.Event{}
+		return false
+	}, fmt.Sprintf("an agent message (%s) under %s", what, id))
+	return msg
 }
 
 // TestClaudeAgentACP0101AsksTheOwnerInTheThreadAndRunsTheToolOnTheAnswer: with --permissions ask

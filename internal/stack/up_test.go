@@ -21,6 +21,7 @@ import (
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/stack"
 	"github.com/buzz-harness/buzz/internal/testbin"
+	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 // cleanEnv is the environment for `buzz up` under test: no model keys (so buzz-agent runs in
@@ -56,25 +57,32 @@ type upProc struct {
 	banner banner
 	done   chan error
 	out    *testbin.Output // all of stdout
+	stderr *testbin.Output
 }
 
 // startUp runs the real `buzz up` binary and waits for its banner.
 func startUp(t *testing.T, bin, dataDir, relayAddr string, extra ...string) *upProc {
 	t.Helper()
+	return startUpEnv(t, nil, bin, dataDir, relayAddr, extra...)
+}
+
+// startUpEnv is startUp with env added to buzz up's environment (and so its agent's).
+func startUpEnv(t *testing.T, env []string, bin, dataDir, relayAddr string, extra ...string) *upProc {
+	t.Helper()
 	args := append([]string{"up", "--data-dir", dataDir, "--relay-addr", relayAddr, "--console-addr", "127.0.0.1:0"}, extra...)
 	cmd := exec.Command(filepath.Join(bin, "buzz"), args...)
 	cmd.Dir = t.TempDir() // outside the source tree: nothing may be built
-	cmd.Env = cleanEnv()
+	cmd.Env = append(cleanEnv(), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	stderr := &testbin.Output{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &upProc{cmd: cmd, done: make(chan error, 1), out: &testbin.Output{}}
+	p := &upProc{cmd: cmd, done: make(chan error, 1), out: &testbin.Output{}, stderr: stderr}
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			cmd.Process.Kill()
@@ -134,7 +142,7 @@ func (p *upProc) stop(t *testing.T) {
 	select {
 	case err := <-p.done:
 		if err != nil {
-			t.Fatalf("buzz up after SIGINT: %v", err)
+			t.Fatalf("buzz up after SIGINT: %v; stderr:\n%s", err, p.stderr)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("buzz up did not stop within 30s of SIGINT")
@@ -198,8 +206,8 @@ func waitReply(t *testing.T, bin, relay, dataDir, channel, agentPK, parentID str
 // waitReplyWith waits for an agent message referencing parentID whose content contains want.
 func waitReplyWith(t *testing.T, bin, relay, dataDir, channel, agentPK, parentID, want string) string {
 	t.Helper()
-	deadline := time.Now().Add(45 * time.Second)
-	for time.Now().Before(deadline) {
+	reply := ""
+	testwait.Eventually(t, 45*time.Second, func() bool {
 		var msgs []struct {
 			Pubkey  string     `json:"pubkey"`
 			Content string     `json:"content"`
@@ -214,14 +222,14 @@ func waitReplyWith(t *testing.T, bin, relay, dataDir, channel, agentPK, parentID
 			}
 			for _, tag := range m.Tags {
 				if len(tag) >= 2 && tag[0] == "e" && tag[1] == parentID {
-					return m.Content
+					reply = m.Content
+					return true
 				}
 			}
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("the agent did not answer %s within 45s", parentID)
-	return ""
+		return false
+	}, fmt.Sprintf("the agent's answer to %s containing %q", parentID, want))
+	return reply
 }
 
 func send(t *testing.T, bin, relay, dataDir, channel, content string, extra ...string) string {
