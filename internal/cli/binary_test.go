@@ -139,6 +139,7 @@ type msg struct {
 }
 
 func TestBinarySendsAndReadsBackMessagesOldestFirst(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	alice := newUser(t, s.URL)
 	ch := alice.createChannel("general", false)
@@ -160,6 +161,7 @@ func TestBinarySendsAndReadsBackMessagesOldestFirst(t *testing.T) {
 }
 
 func TestBinaryThreadsRepliesWithNIP10Markers(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	alice := newUser(t, s.URL)
 	ch := alice.createChannel("threads", false)
@@ -199,6 +201,7 @@ func countTag(tags nostr.Tags, name string) int {
 }
 
 func TestBinaryResolvesAtNameOfMemberAndRefusesNonMember(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	alice, ada, outsider := newUser(t, s.URL), newUser(t, s.URL), newUser(t, s.URL)
 	ada.ok(nil, "", "users", "set-profile", "--name", "Ada Lovelace")
@@ -224,6 +227,7 @@ func TestBinaryResolvesAtNameOfMemberAndRefusesNonMember(t *testing.T) {
 }
 
 func TestBinaryChannelMembershipCommands(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	alice, bob := newUser(t, s.URL), newUser(t, s.URL)
 	open := alice.createChannel("lobby", false)
@@ -273,6 +277,7 @@ func hasMember(ms []map[string]string, pk, role string) bool {
 }
 
 func TestBinaryNonMemberCannotWriteToPrivateChannel(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	alice, mallory := newUser(t, s.URL), newUser(t, s.URL)
 	ch := alice.createChannel("secret", true)
@@ -289,6 +294,7 @@ func TestBinaryNonMemberCannotWriteToPrivateChannel(t *testing.T) {
 }
 
 func TestBinaryReactionsUsersAndCanvas(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	alice, bob := newUser(t, s.URL), newUser(t, s.URL)
 	ch := alice.createChannel("misc", false)
@@ -323,6 +329,7 @@ func TestBinaryReactionsUsersAndCanvas(t *testing.T) {
 }
 
 func TestBinaryExitCodesForUsageKeyAndNetworkFailures(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	u := newUser(t, s.URL)
 	if e := u.fails(1, "messages", "get", "--channel", "not-a-uuid"); e.Error != "user_error" {

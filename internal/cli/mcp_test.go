@@ -55,6 +55,7 @@ func callTool(t *testing.T, ctx context.Context, cs *mcp.ClientSession, name str
 }
 
 func TestMCPServerListsToolsAndItsSendIsReadByTheCLI(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	alice := newUser(t, s.URL)
 	ch := alice.createChannel("mcp", false)
@@ -113,6 +114,7 @@ func TestMCPServerListsToolsAndItsSendIsReadByTheCLI(t *testing.T) {
 }
 
 func TestMCPToolErrorCarriesTheCLIErrorTextAndDashIsText(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	alice := newUser(t, s.URL)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -135,6 +137,7 @@ func TestMCPToolErrorCarriesTheCLIErrorTextAndDashIsText(t *testing.T) {
 }
 
 func TestBuzzRunAsBuzzMcpIsTheMCPServerWithoutArguments(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	alice := newUser(t, s.URL)
 	link := filepath.Join(t.TempDir(), "buzz-mcp")
@@ -151,6 +154,7 @@ func TestBuzzRunAsBuzzMcpIsTheMCPServerWithoutArguments(t *testing.T) {
 }
 
 func TestMCPSearchFindsMessagesByTheirWords(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	alice := newUser(t, s.URL)
 	ch := alice.createChannel("search", false)
@@ -170,6 +174,7 @@ func TestMCPSearchFindsMessagesByTheirWords(t *testing.T) {
 }
 
 func TestMCPMemoryToolsReadAndWriteWhatBuzzMemSees(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	agent, owner := newUser(t, s.URL), newUser(t, s.URL)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -208,6 +208,7 @@ func checkSystemPromptCard(t *testing.T, ctx context.Context, route string, want
 }
 
 func TestConsoleComposerMentionGetsThreadedReplyAndSpecRouteSystemPromptCard(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	info, _ := upWithTestAgent(t, newPlace(t), "TESTAGENT_CAPS=systemPrompt")
 	if err := chromedp.Do(ctx, chromedp.Navigate(info.ConsoleURL)); err != nil {
@@ -260,6 +261,7 @@ func TestConsoleComposerMentionGetsThreadedReplyAndSpecRouteSystemPromptCard(t *
 }
 
 func TestConsoleShowsUserMessageRouteSystemPromptSplitIntoSections(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	info, _ := upWithTestAgent(t, newPlace(t)) // no systemPrompt capability: standing context leads the first prompt
 	if err := chromedp.Do(ctx, chromedp.Navigate(info.ConsoleURL)); err != nil {
@@ -282,6 +284,7 @@ func TestConsoleShowsUserMessageRouteSystemPromptSplitIntoSections(t *testing.T)
 }
 
 func TestConsoleRendersMessageMarkupAsText(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	info, _ := upWithTestAgent(t, newPlace(t))
 	if err := chromedp.Do(ctx, chromedp.Navigate(info.ConsoleURL)); err != nil {
@@ -310,6 +313,7 @@ func TestConsoleRendersMessageMarkupAsText(t *testing.T) {
 }
 
 func TestConsoleShowsReplayedHistoryAsHistoryAfterRestart(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	p := newPlace(t)
 	info, stop := upWithTestAgent(t, p, "TESTAGENT_CAPS=systemPrompt")
@@ -354,6 +358,7 @@ func TestConsoleShowsReplayedHistoryAsHistoryAfterRestart(t *testing.T) {
 // With --permissions ask the agent's permission request is a question in the thread; the console
 // shows its options as buttons, and a click answers it: the tool runs and the agent replies.
 func TestConsolePermissionButtonsAnswerTheAgentsQuestion(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	info, _ := upWithTestAgentConfig(t, newPlace(t), func(c *stack.Config) { c.Permissions = "ask" }, "TESTAGENT_PERMISSION=1")
 	if err := chromedp.Do(ctx, chromedp.Navigate(info.ConsoleURL)); err != nil {

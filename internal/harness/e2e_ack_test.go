@@ -94,6 +94,7 @@ func (s *stack) waitNoAck(target string) {
 }
 
 func TestEyesReactionMarksQueuedMentionAndGoesWhenTheTurnEnds(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	w := s.watch(t)
 	s.start(nil, "TESTAGENT_HANG_ON=1")
@@ -131,6 +132,7 @@ func TestEyesReactionMarksQueuedMentionAndGoesWhenTheTurnEnds(t *testing.T) {
 }
 
 func TestTypingIsSentEveryFewSecondsWhileATurnRuns(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	w := s.watch(t)
 	s.start(nil, "TESTAGENT_HANG_ON=1")
@@ -158,6 +160,7 @@ func TestTypingIsSentEveryFewSecondsWhileATurnRuns(t *testing.T) {
 }
 
 func TestPresenceOnlineAfterStartAndOfflineAtShutdown(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	w := s.watch(t)
 	s.start(nil)
@@ -191,6 +194,7 @@ func TestPresenceOnlineAfterStartAndOfflineAtShutdown(t *testing.T) {
 }
 
 func TestNoAcknowledgementFlagsSendNothing(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	w := s.watch(t)
 	s.start([]string{"--no-reactions", "--no-typing"}, "BUZZ_ACP_NO_PRESENCE=true")
@@ -212,6 +216,7 @@ func TestNoAcknowledgementFlagsSendNothing(t *testing.T) {
 }
 
 func TestReplayedEventKeepsItsEyesFromBeforeTheRestart(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	w := s.watch(t)
 	s.start(nil, "TESTAGENT_HANG_ON=1")

@@ -24,6 +24,7 @@ import (
 // subscriptions (the owner's #general in one of its own), the connection is never dropped, and
 // the owner's mentions in #general are answered.
 func TestStrangerAddingAgentToThousandsOfChannelsNeverDeafensIt(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("creates a thousand channels")
 	}

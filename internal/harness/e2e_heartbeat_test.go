@@ -7,6 +7,7 @@ import (
 )
 
 func TestHeartbeatSessionGetsBaseOnlyOnFirstTick(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("waits for two 10 s heartbeat ticks")
 	}

@@ -14,6 +14,7 @@ import (
 )
 
 func TestAgentWritingGarbageLinesStillAnswers(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil, "TESTAGENT_GARBAGE=1")
 	if r := s.waitReply(s.mention(s.ownerSK, "through the noise").ID); !strings.Contains(r.Content, "through the noise") {
@@ -22,6 +23,7 @@ func TestAgentWritingGarbageLinesStillAnswers(t *testing.T) {
 }
 
 func TestAgentWriting100MBLineDoesNotTakeTheHarnessDown(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("moves 100 MB through a pipe")
 	}
@@ -44,6 +46,7 @@ func TestAgentWriting100MBLineDoesNotTakeTheHarnessDown(t *testing.T) {
 }
 
 func TestAgentThatNeverAnswersInitializeIsKilledAndReplacedWithClearLog(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--agent-init-timeout", "1"}, "TESTAGENT_NO_INIT=1")
 	s.waitLog("agent failed to start", 20*time.Second)
@@ -57,6 +60,7 @@ func TestAgentThatNeverAnswersInitializeIsKilledAndReplacedWithClearLog(t *testi
 }
 
 func TestSecretsNeverReachLogsOrActivityFeed(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	activity := filepath.Join(t.TempDir(), "activity.jsonl")
 	s.start([]string{"--activity-log", activity})
@@ -76,6 +80,7 @@ func TestSecretsNeverReachLogsOrActivityFeed(t *testing.T) {
 }
 
 func TestGateDroppedMentionIsNotPromptedAfterRestartReplay(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	strangerSK, _ := newKey(t)
 	s.start(nil) // owner-only

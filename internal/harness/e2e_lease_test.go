@@ -20,6 +20,7 @@ import (
 )
 
 func TestSecondHarnessForSameAgentOnSameRelayRefusesNamingHolderPID(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil)
 	// Another state dir and another spelling of the same relay: only the agent lease can stop it.
@@ -40,6 +41,7 @@ func TestSecondHarnessForSameAgentOnSameRelayRefusesNamingHolderPID(t *testing.T
 }
 
 func TestHarnessLeaseIsFreedWhenHolderIsKilled(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil)
 	s.kill() // SIGKILL: no cleanup runs, the kernel drops the lock
@@ -51,6 +53,7 @@ func TestHarnessLeaseIsFreedWhenHolderIsKilled(t *testing.T) {
 // naming the holder, takes over within seconds when the holder is killed, and resumes the
 // thread's session from the state dir both use.
 func TestStandbyTakesOverThePostgresLeaseAndResumesTheSession(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.URL(t)
 	s := newStack(t)
 	args := []string{"--lease", dsn}
@@ -101,6 +104,7 @@ func waitOutput(t *testing.T, out *testbin.Output, substr string, timeout time.D
 
 // A holder whose lease connection dies must stop answering: a standby may hold the lease now.
 func TestHolderStopsWhenItsLeaseConnectionIsLost(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.URL(t)
 	s := newStack(t)
 	s.start([]string{"--lease", dsn})

@@ -12,6 +12,7 @@ import (
 )
 
 func TestAddedToChannelLiveSubscribesAndRemovedLeaves(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil)
 	second := s.relay.CreateChannel(t, s.ownerSK, "second", false)
@@ -31,6 +32,7 @@ func TestAddedToChannelLiveSubscribesAndRemovedLeaves(t *testing.T) {
 }
 
 func TestLeavingAndRejoiningAChannelBriefsTheNewSession(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil)
 	before := s.mention(s.ownerSK, "before leaving")

@@ -13,6 +13,7 @@ import (
 )
 
 func TestTurnWithUsagePublishesAMetricOnlyTheOwnerCanRead(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	otherSK, otherPK := newKey(t)
 	s.relay.AddMember(t, s.ownerSK, s.channel, otherPK, "member")
@@ -60,6 +61,7 @@ func TestTurnWithUsagePublishesAMetricOnlyTheOwnerCanRead(t *testing.T) {
 }
 
 func TestTurnWithoutUsagePublishesNoMetric(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil, "TESTAGENT_NO_USAGE=1")
 	m := s.mention(s.ownerSK, "no usage here")

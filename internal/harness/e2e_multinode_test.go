@@ -82,6 +82,7 @@ func (p *proc) waitFor(t *testing.T, re *regexp.Regexp) string {
 var listening = regexp.MustCompile(`listening on (ws://[0-9.:]+) \(data .*relay pubkey ([0-9a-f]{64})\)`)
 
 func TestMultiNodeMentionIsAnsweredOnceAfterFirstNodeIsKilled(t *testing.T) {
+	t.Parallel()
 	dbURL := pgtest.URL(t)
 	bin := testbin.Dir(t, "cmd/buzz", "cmd/buzz-acp", "cmd/buzz-relay", "internal/testagent")
 	dirA, dirB := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")

@@ -66,6 +66,7 @@ func (s *stack) waitQuestion(root string) nostr.Event {
 }
 
 func TestAskPutsThePermissionRequestInTheThreadAndTheOwnersNumberAnswersIt(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--permissions", "ask"}, "TESTAGENT_PERMISSION=1")
 	m := s.mention(s.ownerSK, "deploy it")
@@ -93,6 +94,7 @@ func TestAskPutsThePermissionRequestInTheThreadAndTheOwnersNumberAnswersIt(t *te
 }
 
 func TestAskWithoutAnAnswerPicksRejectAtTheTimeout(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--permissions", "ask", "--permission-timeout", "1"}, "TESTAGENT_PERMISSION=1")
 	m := s.mention(s.ownerSK, "deploy it")
@@ -104,6 +106,7 @@ func TestAskWithoutAnAnswerPicksRejectAtTheTimeout(t *testing.T) {
 }
 
 func TestOwnerCancelWhileAskingCancelsThePermissionRequest(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--permissions", "ask"}, "TESTAGENT_PERMISSION=1")
 	m := s.mention(s.ownerSK, "deploy it")
@@ -116,6 +119,7 @@ func TestOwnerCancelWhileAskingCancelsThePermissionRequest(t *testing.T) {
 }
 
 func TestAskNeedsAnOwner(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	out := runBuzzACPEnv(t, s, "BUZZ_ACP_PERMISSIONS=ask")
 	if !strings.Contains(out, "--permissions ask needs an owner") {
@@ -124,6 +128,7 @@ func TestAskNeedsAnOwner(t *testing.T) {
 }
 
 func TestHarnessKilledWhileAskingTellsTheThreadAndDoesNotRunTheTurnAgain(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	args := []string{"--permissions", "ask"}
 	s.start(args, "TESTAGENT_PERMISSION=1")
@@ -145,6 +150,7 @@ func TestHarnessKilledWhileAskingTellsTheThreadAndDoesNotRunTheTurnAgain(t *test
 }
 
 func TestAgentDyingWhileAskingRetriesTheTurnAndAsksAgain(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--permissions", "ask"}, "TESTAGENT_PERMISSION=1")
 	m := s.mention(s.ownerSK, "deploy it")

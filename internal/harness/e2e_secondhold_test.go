@@ -13,6 +13,7 @@ import (
 // in-flight second can only be that batch's, and a crash cannot make it answer the batch twice or
 // take the previous turn's reply for it.
 func TestNextTurnOfAConversationStartsInALaterSecondThanThePreviousEnded(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	activity := filepath.Join(t.TempDir(), "activity.jsonl")
 	s.start([]string{"--activity-log", activity, "--session-policy", "channel"})

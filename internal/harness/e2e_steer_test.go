@@ -61,6 +61,7 @@ func (s *stack) answeredOnce(first, second nostr.Event) nostr.Event {
 }
 
 func TestSteerWithoutNativeSupportCancelsAndPromptsOneMergedPromptOnTheSameSession(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil, "TESTAGENT_HANG_ON=1", replyEvents) // default mode: steer
 	first, second := s.busyThread()
@@ -92,6 +93,7 @@ func TestSteerWithoutNativeSupportCancelsAndPromptsOneMergedPromptOnTheSameSessi
 }
 
 func TestInterruptCancelsAndFramesTheNewRequestAsSupersedingTheOld(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--multiple-event-handling", "interrupt"}, "TESTAGENT_HANG_ON=1", replyEvents)
 	first, second := s.busyThread()
@@ -113,6 +115,7 @@ func TestInterruptCancelsAndFramesTheNewRequestAsSupersedingTheOld(t *testing.T)
 }
 
 func TestQueueModeLeavesTheRunningTurnAloneAndPromptsTheNewMessageAfterIt(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--multiple-event-handling", "queue"}, "TESTAGENT_HANG_ON=1", replyEvents)
 	first, second := s.busyThread()
@@ -136,6 +139,7 @@ func TestQueueModeLeavesTheRunningTurnAloneAndPromptsTheNewMessageAfterIt(t *tes
 }
 
 func TestSteerUsesTheAgentsNativeSteeringWithoutCancellingTheTurn(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil, "TESTAGENT_HANG_ON=1", "TESTAGENT_STEERING=1", replyEvents)
 	first, second := s.busyThread()
@@ -157,6 +161,7 @@ func TestSteerUsesTheAgentsNativeSteeringWithoutCancellingTheTurn(t *testing.T) 
 }
 
 func TestGooseSteerNamesTheActiveRunAndDoesNotCancel(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--activity-log", s.stateDir + "-activity.jsonl"}, "TESTAGENT_HANG_ON=1", "TESTAGENT_GOOSE_STEER=1", replyEvents)
 	first := s.mention(s.ownerSK, "first job: summarise the release")
@@ -176,6 +181,7 @@ func TestGooseSteerNamesTheActiveRunAndDoesNotCancel(t *testing.T) {
 }
 
 func TestCrashRightAfterASteerCancelAnswersTheMergedEventsOnceAfterRestart(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	// Both the first prompt and the merged one hang, so nothing is answered before the kill.
 	s.start(nil, "TESTAGENT_HANG_ON=1,2", replyEvents)
@@ -188,6 +194,7 @@ func TestCrashRightAfterASteerCancelAnswersTheMergedEventsOnceAfterRestart(t *te
 }
 
 func TestDedupDropFinishesAMessageForABusyConversationUnanswered(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--multiple-event-handling", "queue", "--dedup", "drop"}, "TESTAGENT_HANG_ON=1", replyEvents)
 	first, second := s.busyThread()
@@ -213,6 +220,7 @@ func (s *stack) waitFile(path, substr string) {
 }
 
 func TestSteerAfterTheReplyLandedDoesNotAnswerTheFirstMessageAgain(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	// The first turn posts its reply, then keeps working until cancelled.
 	s.start(nil, "TESTAGENT_HANG_AFTER_REPLY=1", replyEvents)
@@ -231,6 +239,7 @@ func TestSteerAfterTheReplyLandedDoesNotAnswerTheFirstMessageAgain(t *testing.T)
 }
 
 func TestOwnerInterruptInterruptsForTheOwnerAndSteersForOthers(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	otherSK, otherPK := newKey(t)
 	s.relay.AddMember(t, s.ownerSK, s.channel, otherPK, "member")

@@ -50,6 +50,7 @@ func twoThreads(t *testing.T, s *stack) (m1, m2, r1, r2 nostr.Event) {
 }
 
 func TestTopLevelMentionsOpenOneSessionPerThread(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil, threadReply)
 	m1, m2, r1, r2 := twoThreads(t, s)
@@ -84,6 +85,7 @@ func TestTopLevelMentionsOpenOneSessionPerThread(t *testing.T) {
 }
 
 func TestSiblingThreadsRunConcurrently(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--agents", "2"}, "TESTAGENT_HANG_ON=1")
 	m1 := s.mention(s.ownerSK, "long job")
@@ -97,6 +99,7 @@ func TestSiblingThreadsRunConcurrently(t *testing.T) {
 }
 
 func TestRestartResumesEachThreadSessionSeparately(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil, threadReply)
 	m1, m2, r1, r2 := twoThreads(t, s)
@@ -125,6 +128,7 @@ func TestRestartResumesEachThreadSessionSeparately(t *testing.T) {
 }
 
 func TestLRUBoundClosesOldestIdleSessionAndReplyLoadsIt(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--max-cached-conversation-sessions", "1"}, threadReply, "TESTAGENT_CAPS=close")
 	m1, _, r1, _ := twoThreads(t, s)
@@ -144,6 +148,7 @@ func TestLRUBoundClosesOldestIdleSessionAndReplyLoadsIt(t *testing.T) {
 }
 
 func TestIdleTTLClosesSession(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--conversation-session-idle-ttl-secs", "1"}, threadReply, "TESTAGENT_CAPS=close")
 	m := s.mention(s.ownerSK, "codeword=CHARLIE")
@@ -160,6 +165,7 @@ func TestIdleTTLClosesSession(t *testing.T) {
 }
 
 func TestChannelPolicyKeepsOneSessionPerChannel(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--session-policy", "channel"}, threadReply)
 	_, _, r1, r2 := twoThreads(t, s)

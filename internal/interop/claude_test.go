@@ -117,6 +117,7 @@ func checkPermissionAllowed(t *testing.T, lines []acpLine) {
 }
 
 func TestClaudeAgentACP0101GetsBasePromptAsSpecSystemPrompt(t *testing.T) {
+	t.Parallel()
 	lines := checkClaudeTurn(t, claudeACP)
 	var p struct {
 		SystemPrompt *struct {
@@ -143,6 +144,7 @@ func TestClaudeAgentACP0101GetsBasePromptAsSpecSystemPrompt(t *testing.T) {
 }
 
 func TestZedClaudeAgentACP0231GetsBasePromptAsMetaAppend(t *testing.T) {
+	t.Parallel()
 	lines := checkClaudeTurn(t, zedClaudeACP)
 	news := sent(lines, "session/new")
 	if len(news) != 1 {

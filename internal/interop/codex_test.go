@@ -38,6 +38,7 @@ env_key = "OPENAI_API_KEY"
 }
 
 func TestZedCodexACPGetsStandingSectionsInFirstUserMessageOnly(t *testing.T) {
+	t.Parallel()
 	node, script := zedCodexACP.command(t)
 	m := startOpenAI(t)
 	s := newStack(t)

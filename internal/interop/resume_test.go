@@ -25,6 +25,7 @@ func rememberCodeword(r fakemodel.Request) string {
 }
 
 func TestClaudeAgentACPSessionSurvivesHarnessSIGKILL(t *testing.T) {
+	t.Parallel()
 	node, script := claudeACP.command(t)
 	m := startAnthropic(t, rememberCodeword)
 	s := newStack(t)

@@ -37,6 +37,7 @@ func answers(lines []acpLine, method string) (params, results []json.RawMessage)
 // turn reaching the channel through a permission request shows "default" took effect, and the
 // adapter's answers and the model requests show the model did.
 func TestClaudeAgentACP0101TakesModelAndPermissionModeFromFlags(t *testing.T) {
+	t.Parallel()
 	node, script := claudeACP.command(t)
 	m := startAnthropic(t, nil)
 	s := newStack(t)
@@ -103,6 +104,7 @@ func (s *stack) waitAgentMessage(id, what string, match func(string) bool, timeo
 // the adapter's request for Bash becomes a question in the thread, and the owner's answer lets
 // the tool run (the reply it posts is the proof).
 func TestClaudeAgentACP0101AsksTheOwnerInTheThreadAndRunsTheToolOnTheAnswer(t *testing.T) {
+	t.Parallel()
 	node, script := claudeACP.command(t)
 	m := startAnthropic(t, nil)
 	s := newStack(t)

@@ -57,6 +57,7 @@ func firstSessionServers(t *testing.T, record string) []mcpEntry {
 }
 
 func TestUpGivesSessionsTheBuzzMcpServerWhichPostsAsTheAgent(t *testing.T) {
+	t.Parallel()
 	bin := testbin.Dir(t, "cmd/buzz", "internal/testagent")
 	dataDir := filepath.Join(t.TempDir(), "data")
 	record := filepath.Join(t.TempDir(), "record.jsonl")
@@ -119,6 +120,7 @@ func TestUpGivesSessionsTheBuzzMcpServerWhichPostsAsTheAgent(t *testing.T) {
 }
 
 func TestUpNoMcpLeavesSessionsWithoutServers(t *testing.T) {
+	t.Parallel()
 	bin := testbin.Dir(t, "cmd/buzz", "internal/testagent")
 	dataDir := filepath.Join(t.TempDir(), "data")
 	record := filepath.Join(t.TempDir(), "record.jsonl")

@@ -281,6 +281,7 @@ func waitActivity(t *testing.T, consoleURL, want string) {
 }
 
 func TestUpAnswersMentionStopsOnSIGINTWithoutLeftoversAndResumesOnSecondStart(t *testing.T) {
+	t.Parallel()
 	bin := testbin.Dir(t, "cmd/buzz")
 	dataDir := filepath.Join(t.TempDir(), "data")
 
@@ -398,6 +399,7 @@ func checkOneLineFailure(t *testing.T, code int, lines []string, want string) {
 }
 
 func TestUpFailsWithOneLineWhenRelayPortIsInUse(t *testing.T) {
+	t.Parallel()
 	bin := testbin.Dir(t, "cmd/buzz")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -409,6 +411,7 @@ func TestUpFailsWithOneLineWhenRelayPortIsInUse(t *testing.T) {
 }
 
 func TestUpFailedFirstStartLeavesNoDataDir(t *testing.T) {
+	t.Parallel()
 	bin := testbin.Dir(t, "cmd/buzz")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -433,6 +436,7 @@ func TestUpFailedFirstStartLeavesNoDataDir(t *testing.T) {
 }
 
 func TestUpOnADataDirAnotherBuzzUpHoldsNamesBuzzUp(t *testing.T) {
+	t.Parallel()
 	bin := testbin.Dir(t, "cmd/buzz")
 	dataDir := filepath.Join(t.TempDir(), "data")
 	first := startUp(t, bin, dataDir, freeAddr(t))
@@ -442,6 +446,7 @@ func TestUpOnADataDirAnotherBuzzUpHoldsNamesBuzzUp(t *testing.T) {
 }
 
 func TestUpPrintEnvGivesTheRunningStacksRelayURL(t *testing.T) {
+	t.Parallel()
 	bin := testbin.Dir(t, "cmd/buzz")
 	dataDir := filepath.Join(t.TempDir(), "data")
 	first := startUp(t, bin, dataDir, freeAddr(t))
@@ -464,6 +469,7 @@ func TestUpPrintEnvGivesTheRunningStacksRelayURL(t *testing.T) {
 }
 
 func TestUpFailsWithOneLineWhenDataDirIsNotADirectory(t *testing.T) {
+	t.Parallel()
 	bin := testbin.Dir(t, "cmd/buzz")
 	file := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(file, []byte("x"), 0o600)
@@ -472,12 +478,14 @@ func TestUpFailsWithOneLineWhenDataDirIsNotADirectory(t *testing.T) {
 }
 
 func TestUpFailsWithOneLineWhenAgentCommandIsMissing(t *testing.T) {
+	t.Parallel()
 	bin := testbin.Dir(t, "cmd/buzz")
 	code, lines := runUp(t, bin, "--data-dir", t.TempDir(), "--relay-addr", "127.0.0.1:0", "--console-addr", "127.0.0.1:0", "--agent-command", "no-such-agent-xyz")
 	checkOneLineFailure(t, code, lines, `agent command "no-such-agent-xyz" not found`)
 }
 
 func TestUpPrintEnvExportsTheOwnersKeyAndRelayURL(t *testing.T) {
+	t.Parallel()
 	bin := testbin.Dir(t, "cmd/buzz")
 	dataDir := filepath.Join(t.TempDir(), "data")
 	run := func() string {
@@ -502,6 +510,7 @@ func TestUpPrintEnvExportsTheOwnersKeyAndRelayURL(t *testing.T) {
 }
 
 func TestLoadIdentitiesTightensAKeyFileOthersCanRead(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ids, err := stack.LoadIdentities(dir)
 	if err != nil {
@@ -521,6 +530,7 @@ func TestLoadIdentitiesTightensAKeyFileOthersCanRead(t *testing.T) {
 }
 
 func TestLoadIdentitiesRejectsAGarbledKeyFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "owner.key"), []byte("not a key\n"), 0o600)
 	_, err := stack.LoadIdentities(dir)
