@@ -52,7 +52,7 @@ func checkClaudeTurn(t *testing.T, a adapter) []acpLine {
 
 	start := time.Now()
 	mention := s.mention("ping")
-	reply := s.waitReply(mention.ID, 60*time.Second)
+	reply := s.waitReply(mention.ID, 2*time.Minute)
 	t.Logf("%s: mention → channel reply in %v", a.pkg, time.Since(start).Round(time.Millisecond))
 	if reply.Content != "pong" {
 		t.Fatalf("reply content %q, want pong", reply.Content)

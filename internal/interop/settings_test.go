@@ -45,7 +45,7 @@ func TestClaudeAgentACP0101TakesModelAndPermissionModeFromFlags(t *testing.T) {
 	s.start(node, []string{script}, append(claudeEnv(m), "BUZZ_ACP_MODEL=sonnet", "BUZZ_ACP_PERMISSION_MODE=default")...)
 
 	mention := s.mention("ping")
-	if reply := s.waitReply(mention.ID, 90*time.Second); reply.Content != "pong" {
+	if reply := s.waitReply(mention.ID, 3*time.Minute); reply.Content != "pong" {
 		t.Fatalf("reply %q, want pong", reply.Content)
 	}
 	s.waitTurns(1, 30*time.Second)
@@ -112,7 +112,7 @@ func TestClaudeAgentACP0101AsksTheOwnerInTheThreadAndRunsTheToolOnTheAnswer(t *t
 	s.start(node, []string{script}, append(claudeEnv(m), "BUZZ_ACP_PERMISSION_MODE=default", "BUZZ_ACP_PERMISSIONS=ask", "BUZZ_ACP_PERMISSION_TIMEOUT=50")...)
 
 	mention := s.mention("ping")
-	q := s.waitAgentMessage(mention.ID, "the question", func(c string) bool { return strings.Contains(c, "permission needed") }, 90*time.Second)
+	q := s.waitAgentMessage(mention.ID, "the question", func(c string) bool { return strings.Contains(c, "permission needed") }, 3*time.Minute)
 	if !protocol.Mentioned(q.Tags, mustPub(t, s.ownerSK)) || !strings.Contains(q.Content, "1. ") {
 		t.Fatalf("question %q does not mention the owner or list options", q.Content)
 	}
@@ -122,7 +122,7 @@ func TestClaudeAgentACP0101AsksTheOwnerInTheThreadAndRunsTheToolOnTheAnswer(t *t
 		}
 	}
 	s.mention("allow_once") // the owner's answer, by the option's kind (one conversation per channel here)
-	s.waitAgentMessage(mention.ID, "the reply pong", func(c string) bool { return c == "pong" }, 90*time.Second)
+	s.waitAgentMessage(mention.ID, "the reply pong", func(c string) bool { return c == "pong" }, 3*time.Minute)
 	s.waitTurns(1, 30*time.Second)
 	checkPermissionAllowed(t, s.acpLines(s.activity))
 }

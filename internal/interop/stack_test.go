@@ -94,8 +94,14 @@ type stack struct {
 	exited   chan error
 }
 
+// adapterSlots bounds how many stacks run at once: each runs a real adapter, a Node process whose
+// start alone takes seconds of CPU, so more of them side by side only push each past its bounds.
+var adapterSlots = make(chan struct{}, 2)
+
 func newStack(t *testing.T) *stack {
 	t.Helper()
+	adapterSlots <- struct{}{}
+	t.Cleanup(func() { <-adapterSlots })
 	s := &stack{t: t, relay: relaytest.Start(t)}
 	s.bin = testbin.Dir(t, "cmd/buzz", "cmd/buzz-acp")
 	s.ownerSK = nostr.GeneratePrivateKey()
