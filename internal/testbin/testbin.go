@@ -1,8 +1,9 @@
-// Package testbin builds the project's binaries once per test process, so end-to-end tests run
-// the real programs (buzz, buzz-acp, buzz-agent, the scripted test agent) as subprocesses.
+// Package testbin builds the project's binaries once per test process (or takes the ones make
+// test built once for the whole run, see PrebuiltEnv), so end-to-end tests run the real programs
+// (buzz, buzz-acp, buzz-agent, the scripted test agent) as subprocesses.
 //
 // A race-built test process (go test -race) builds them with -race too, and makes a data race
-// in any of them fail the test: see race.go.
+// in any of them fail the test: see races.go.
 package testbin
 
 import (
