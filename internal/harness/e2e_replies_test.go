@@ -10,6 +10,7 @@ import (
 	"github.com/buzz-harness/buzz/internal/clock"
 	"github.com/buzz-harness/buzz/internal/harness"
 	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 // The reply safety net (reply.go) with the real CLI, relay and binary: each test scripts one way
@@ -169,10 +170,27 @@ func TestPublishResponseOffPostsANoticeInsteadOfTheText(t *testing.T) {
 // moment later: the sent reply is the answer, and no fallback follows it.
 func TestAReplyThatLandsLateWinsOverTheFallback(t *testing.T) {
 	s := newStack(t)
-	s.start(nil, "TESTAGENT_REPLY_LATE=300")
+	// On a fake clock the safety net's settle ends only when the test says so: after the late
+	// reply has landed, however slow the machine.
+	clk := clock.NewFake(time.Now())
+	cancel, _ := s.runInProcess(t, harness.Config{Clock: clk}, "TESTAGENT_REPLY_LATE=300")
+	defer cancel()
+	s.waitLog("agent ready", 30*time.Second)
 	m := s.mention(s.ownerSK, "take your time")
+	// The clock moves only while nothing is pending but the safety net's settle: first the
+	// same-second hold of the first turn, then (once the late reply is on the relay) the settle.
+	testwait.Eventually(t, 30*time.Second, func() bool {
+		if strings.Contains(s.logs.String(), `msg="turn done"`) {
+			return true
+		}
+		clk.Advance(200 * time.Millisecond) // less than the settle: never past it unseen
+		return false
+	}, "the turn to end")
 	reply := s.waitReply(m.ID)
-	s.waitLog("reply check: the answer is there", 20*time.Second)
+	testwait.Eventually(t, 20*time.Second, func() bool {
+		clk.Advance(time.Second)
+		return strings.Contains(s.logs.String(), "reply check: the answer is there")
+	}, `buzz-acp to log "reply check: the answer is there"`)
 	if marked(reply, harness.FallbackMarker) {
 		t.Fatal("the first reply is the fallback, not the agent's")
 	}

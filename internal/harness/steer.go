@@ -275,9 +275,13 @@ func absorbSteered(r *turnResult, t *turn) {
 // had already landed (then its answer stands and the new events go next as usual), its events
 // lead the conversation's next batch on the same session.
 func (h *Harness) carryTurn(r turnResult, t *turn) {
-	if r.err == nil && (r.stop != "cancelled" || r.answered) {
+	switch {
+	case r.err == nil && (r.stop != "cancelled" || r.answered):
 		h.finishBatch(r)
 		h.commitTurn(r)
+		return
+	case r.err != nil && r.answered:
+		h.closeAnsweredTurn(r) // it died while cancelling, after its reply landed
 		return
 	}
 	if isTransport(r.err) && !errors.Is(r.err, context.Canceled) {

@@ -47,6 +47,17 @@ type turnReport struct {
 	sends []callRecord // its send calls, in order
 }
 
+// maySend reports whether the agent started a send that did not fail: its reply may have landed,
+// or be on its way.
+func (r turnReport) maySend() bool {
+	for _, c := range r.sends {
+		if c.status != "failed" && !c.denied {
+			return true
+		}
+	}
+	return false
+}
+
 // Bounds: text past maxFinalText is cut (the fallback could not carry it: the relay takes 64 KiB
 // of content), and a turn's tool calls past maxToolCalls are not followed.
 const (

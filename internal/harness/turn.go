@@ -192,9 +192,11 @@ func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 	res, err := in.proc.Prompt(ctx, sess.ID, blocks, h.cfg.promptOptions())
 	r.report = h.feed.turns.end(sess.ID)
 	dur := h.clock.Now().Sub(start)
-	if err != nil && isTransport(err) && ctx.Err() == nil {
-		// The agent died or timed out; its reply may already be in the channel. Kill its whole
-		// process group first, so no straggler (a `buzz` call still running) posts after we look.
+	merging := errors.Is(context.Cause(ctx), errMerge)
+	if err != nil && isTransport(err) && (ctx.Err() == nil || merging) {
+		// The agent died or timed out (also while cancelling for a merge); its reply may already
+		// be in the channel. Kill its whole process group first, so no straggler (a `buzz` call
+		// still running) posts after we look.
 		_ = in.proc.Kill()
 		r.answered = h.answeredAfterKill(ctx, in, start)
 	}
@@ -204,10 +206,15 @@ func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 		return r
 	}
 	r.stop = res.StopReason
-	if r.stop == "cancelled" && errors.Is(context.Cause(ctx), errMerge) {
+	if r.stop == "cancelled" && merging {
 		// Cancelled to merge a new message: if the reply already landed, the batch is answered
-		// and only the new message goes next (it must not be answered twice).
-		r.answered = h.relay.answered(context.WithoutCancel(ctx), in.channel.ID, in.batch.Events(), start, in.live.ownSecond)
+		// and only the new message goes next (it must not be answered twice). When the agent had
+		// started a send, its `buzz` call may still be on its way: look twice, as after a kill.
+		if r.report.maySend() {
+			r.answered = h.answeredAfterKill(ctx, in, start)
+		} else {
+			r.answered = h.relay.answered(context.WithoutCancel(ctx), in.channel.ID, in.batch.Events(), start, in.live.ownSecond)
+		}
 	}
 	r.usage = res.Usage
 	r.delivered = rendered.DeliveredIDs
@@ -454,9 +461,11 @@ func (e *turnEnds) ownSecond(lastEnd, start time.Time) bool {
 // look that misses it prompts the batch again — the soak saw such batches answered twice.
 var publishSettle = time.Second
 
-// answeredAfterKill reports whether a batch whose agent died (its process group now killed) was
-// answered anyway, looking again after publishSettle if the first look finds nothing. A shutdown
-// meanwhile says no: the batch stays in flight and the next run looks again.
+// answeredAfterKill reports whether a batch whose agent died (its process group now killed), or
+// was cancelled mid-send to merge a new message, was answered anyway, looking again after
+// publishSettle if the first look finds nothing. A shutdown meanwhile says no: the batch stays in
+// flight and the next run looks again. (A turn cancelled to merge has its context done already:
+// it waits the settle out.)
 func (h *Harness) answeredAfterKill(ctx context.Context, in turnInput, start time.Time) bool {
 	look := func() bool {
 		return h.relay.answered(context.WithoutCancel(ctx), in.channel.ID, in.batch.Events(), start, in.live.ownSecond)
@@ -464,10 +473,14 @@ func (h *Harness) answeredAfterKill(ctx context.Context, in turnInput, start tim
 	if look() {
 		return true
 	}
+	var stopped <-chan struct{}
+	if !errors.Is(context.Cause(ctx), errMerge) {
+		stopped = ctx.Done()
+	}
 	select {
 	case <-clock.After(h.clock, publishSettle):
 		return look()
-	case <-ctx.Done():
+	case <-stopped:
 		return false
 	}
 }
