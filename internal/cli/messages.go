@@ -145,7 +145,7 @@ func (a *app) send(ctx context.Context, o sendOptions) (any, error) {
 		for _, att := range atts {
 			tags = append(tags, att.Tag())
 		}
-		if content = attachedContent(content, atts); len(content) > maxContentBytes {
+		if content = protocol.ContentWithAttachments(content, atts); len(content) > maxContentBytes {
 			return nil, usageError("content with the attachments' URLs is %d bytes; the limit is %d (64 KiB)", len(content), maxContentBytes)
 		}
 	}

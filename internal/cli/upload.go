@@ -125,16 +125,3 @@ func uploadAll(ctx context.Context, b *client.Bridge, files []uploadFile) ([]pro
 	}
 	return out, nil
 }
-
-// attachedContent is a message's text once files are attached: each file's URL on a line of
-// its own after the text, as NIP-92 wants the content to carry it.
-func attachedContent(content string, atts []protocol.Attachment) string {
-	lines := []string{}
-	if strings.TrimSpace(content) != "" {
-		lines = append(lines, content)
-	}
-	for _, a := range atts {
-		lines = append(lines, a.URL)
-	}
-	return strings.Join(lines, "\n")
-}

@@ -118,6 +118,19 @@ func (a Attachment) Tag() nostr.Tag {
 	return t
 }
 
+// ContentWithAttachments is a message's text with the URLs of its attachments after it, one a
+// line (NIP-92: each imeta's URL appears in the content). Blank text leaves only the URLs.
+func ContentWithAttachments(content string, atts []Attachment) string {
+	lines := []string{}
+	if strings.TrimSpace(content) != "" {
+		lines = append(lines, content)
+	}
+	for _, a := range atts {
+		lines = append(lines, a.URL)
+	}
+	return strings.Join(lines, "\n")
+}
+
 // IsImage reports an attachment whose declared type is an image.
 func (a Attachment) IsImage() bool { return strings.HasPrefix(a.Type, "image/") }
 

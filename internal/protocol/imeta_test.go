@@ -69,6 +69,16 @@ func TestAttachmentTagRoundTrips(t *testing.T) {
 	}
 }
 
+func TestContentWithAttachmentsPutsEachURLOnALineAfterTheText(t *testing.T) {
+	atts := []Attachment{{URL: "https://r.example/a.png"}, {URL: "https://r.example/b.pdf"}}
+	if got := ContentWithAttachments("look", atts); got != "look\nhttps://r.example/a.png\nhttps://r.example/b.pdf" {
+		t.Fatalf("got %q", got)
+	}
+	if got := ContentWithAttachments("  ", atts[:1]); got != "https://r.example/a.png" {
+		t.Fatalf("blank text: got %q", got)
+	}
+}
+
 func TestImetaHashesListEveryValidX(t *testing.T) {
 	tags := nostr.Tags{
 		{"imeta", "url https://r.example/a", "x " + testSHA},
