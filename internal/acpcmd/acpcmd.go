@@ -88,6 +88,10 @@ type options struct {
 	kindsGiven                                     bool // --kinds or BUZZ_ACP_KINDS was set
 	heartbeatAlways                                bool
 	maxImageBytes                                  int64
+	// The reply safety net and thread follow (harness reply.go, follow.go).
+	publishResponse string
+	threadFollow    bool
+	threadFollowTTL int
 }
 
 // Command returns the buzz-acp root command.
@@ -172,6 +176,10 @@ func Command() *cobra.Command {
 	f.String(&o.model, "model", "BUZZ_ACP_MODEL", "", "model id to switch every session to, if the agent offers it (default: the agent's own)")
 	f.String(&o.permissionMode, "permission-mode", "BUZZ_ACP_PERMISSION_MODE", "", "permission mode for every session, if the agent offers it: default, auto, acceptEdits, bypassPermissions, dontAsk, plan (kebab-case accepted; default: the agent's own)")
 	f.String(&o.effortLevel, "effort-level", "BUZZ_ACP_EFFORT_LEVEL", "", "effort (thought level) for every session, e.g. low, medium, high, if the agent offers it")
+	f.String(&o.publishResponse, "publish-response", "BUZZ_ACP_PUBLISH_RESPONSE", "fallback", "when a person's mention got no visible answer: fallback (post the agent's final text as its reply) or off (post only a notice saying why)")
+	cmd.Flags().BoolVar(&o.threadFollow, "thread-follow", true, "after the agent replied in a thread, answer later messages there without an @mention (--thread-follow=false turns it off)")
+	cmdflag.Bind(cmd.Flags(), "thread-follow", "BUZZ_ACP_THREAD_FOLLOW")
+	f.Int(&o.threadFollowTTL, "thread-follow-ttl-secs", "BUZZ_ACP_THREAD_FOLLOW_TTL_SECS", 86400, "follow a thread this many seconds after the agent's last reply there")
 	f.String(&o.logLevel, "log-level", "BUZZ_ACP_LOG_LEVEL", "info", "debug, info, warn or error")
 	cmd.AddCommand(modelsCommand(), authMethodsCommand(), authenticateCommand())
 	cmd.MarkFlagsMutuallyExclusive("system-prompt", "system-prompt-file")
@@ -253,10 +261,14 @@ func (o *options) harnessConfig(sk string, logger *slog.Logger) harness.Config {
 		EffortLevel:                   strings.TrimSpace(o.effortLevel),
 		SystemPrompt:                  o.systemPrompt,
 		HeartbeatPrompt:               o.heartbeatPrompt,
+		PublishResponse:               harness.PublishResponse(o.publishResponse),
+		NoThreadFollow:                !o.threadFollow,
+		ThreadFollowTTL:               time.Duration(o.threadFollowTTL) * time.Second,
 	}
 }
 
-// agentSettings checks how the agent's permission requests are answered and in which mode.
+// agentSettings checks how the agent's permission requests are answered, in which mode, and how
+// long a followed thread stays followed.
 func (o *options) agentSettings(cfg *harness.Config) error {
 	if cfg.PermissionMode != "" {
 		var err error
@@ -266,6 +278,9 @@ func (o *options) agentSettings(cfg *harness.Config) error {
 	}
 	if _, err := harness.ParsePermissions(o.permissions); err != nil {
 		return err
+	}
+	if o.threadFollowTTL < 0 {
+		return fmt.Errorf("--thread-follow-ttl-secs must be at least 1, got %d", o.threadFollowTTL)
 	}
 	return nil
 }

@@ -106,6 +106,15 @@ type Config struct {
 	MaxCachedConversationSessions int
 	// ConversationSessionIdleTTL closes a live session idle this long (default 30 min).
 	ConversationSessionIdleTTL time.Duration
+	// PublishResponse is the reply safety net (reply.go): on a silent turn, post the agent's final
+	// text (fallback, the default when empty) or only say why nothing came (off).
+	PublishResponse PublishResponse
+	// NoThreadFollow turns thread follow off (follow.go): by default, after the agent replied in
+	// a thread, later messages there start a turn without an @mention, for ThreadFollowTTL
+	// (default 24 h) since its last reply there.
+	NoThreadFollow  bool
+	ThreadFollowTTL time.Duration
+
 	// MCP servers every session is opened with: MCPCommand's server, which is handed the agent's
 	// relay, key and AuthTag (BUZZ_AUTH_TAG), then MCPServers (--mcp-servers) as written.
 	MCPCommand string
@@ -134,6 +143,14 @@ const (
 	PermissionsAllow Permissions = "allow" // allow_once
 	PermissionsDeny  Permissions = "deny"  // reject_once
 	PermissionsAsk   Permissions = "ask"   // ask the owner in the thread
+)
+
+// PublishResponse is what the harness does on a silent turn (--publish-response).
+type PublishResponse string
+
+const (
+	PublishOff      PublishResponse = "off"      // post nothing but the failure notice
+	PublishFallback PublishResponse = "fallback" // post the agent's final text as its reply
 )
 
 // ParsePermissions reads a --permissions value; "" is allow.
@@ -223,6 +240,19 @@ func (c *Config) Validate() error {
 	}
 	if c.ConversationSessionIdleTTL < time.Second {
 		return fmt.Errorf("--conversation-session-idle-ttl-secs must be at least 1, got %s", c.ConversationSessionIdleTTL)
+	}
+	switch c.PublishResponse {
+	case "":
+		c.PublishResponse = PublishFallback
+	case PublishOff, PublishFallback:
+	default:
+		return fmt.Errorf("--publish-response must be off or fallback, got %q", c.PublishResponse)
+	}
+	if c.ThreadFollowTTL == 0 {
+		c.ThreadFollowTTL = DefaultThreadFollowTTL
+	}
+	if c.ThreadFollowTTL < time.Second {
+		return fmt.Errorf("--thread-follow-ttl-secs must be at least 1, got %s", c.ThreadFollowTTL)
 	}
 	if c.AgentCwd == "" || !filepath.IsAbs(c.AgentCwd) {
 		return fmt.Errorf("--agent-cwd must be an absolute path, got %q", c.AgentCwd)

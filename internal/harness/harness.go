@@ -24,6 +24,9 @@
 //	siblings.go     NIP-OA sibling agents through the author gate
 //	steer.go        a new message while its conversation's turn runs: native steer, or cancel and merge
 //	turn.go         a turn: dispatch, run, decide its outcome, act on it; the same-second hold
+//	transcript.go   what a turn's agent wrote and which `buzz messages send` calls it made
+//	reply.go        the reply safety net: was the batch answered; the fallback reply or notice
+//	follow.go       thread follow: the followed threads, their subscriptions, the agent's own messages
 //	session.go      opening a session (resume, load or new) and the one builder of its parameters
 //	route.go        how standing context reaches each agent
 //	agentconfig.go  --model, --permission-mode, --effort-level: applying settings to a session
@@ -88,6 +91,9 @@ type Harness struct {
 	feed     *activity      // the activity feed, and the agents' session/updates
 	costs    costTracker    // each ACP session's running cost (usage_update), for turn metrics
 	runIDs   runIDs         // goose's active run per session, for its steer method
+	turns    transcripts    // what each prompting turn's agent writes and sends (reply.go)
+	follows  *followSet     // the followed threads; nil with thread follow off
+	replies  replyCounts    // the safety net's silent turns, for !status
 	turnEnds turnEnds
 	// heartbeatBusy: a heartbeat prompt (or its look for news) is running (at most one at a time).
 	heartbeatBusy bool
@@ -107,6 +113,7 @@ type Harness struct {
 // inbox is where the loop's goroutines report back.
 type inbox struct {
 	results   chan turnResult
+	checks    chan checkResult // the reply safety net's checks (reply.go)
 	steers    chan steerResult
 	questions chan questionChange
 	wake      chan struct{} // dispatch again (a hold ended, a steer went back to the queue)
@@ -139,6 +146,7 @@ func New(cfg Config) (*Harness, error) {
 		siblings: newSiblingLookups(),
 		inbox: inbox{
 			results:   make(chan turnResult, 64),
+			checks:    make(chan checkResult, 64),
 			steers:    make(chan steerResult, 16),
 			questions: make(chan questionChange, 16),
 			wake:      make(chan struct{}, 1),
@@ -154,7 +162,7 @@ func New(cfg Config) (*Harness, error) {
 		h.store.Close()
 		return nil, err
 	}
-	h.feed = &activity{bus: h.bus, cwd: cfg.AgentCwd, costs: &h.costs, runIDs: &h.runIDs}
+	h.feed = &activity{bus: h.bus, cwd: cfg.AgentCwd, costs: &h.costs, runIDs: &h.runIDs, turns: &h.turns}
 	h.relay = &relayClient{bridge: client.NewBridge(cfg.RelayURL, cfg.SecretKey), self: pk, cfg: &h.cfg, log: h.log, clock: clk}
 	h.ack = newAcker(&h.cfg, pk, h.relay.bridge, h.log, &h.tasks)
 	h.asker = newPermAsker(&h.cfg, pk, h.relay, h.feed, h.inbox.questions, filepath.Join(cfg.StateDir, "permissions-"+pk+".json"))
@@ -171,6 +179,9 @@ func New(cfg Config) (*Harness, error) {
 		spawned: make(chan spawnResult, 64),
 	}
 	h.pool.record = newAgentRecord(agentsFile(cfg.StateDir, pk), h.log, cfg.stateWriteOpts...)
+	if h.followOn() {
+		h.follows = loadFollowSet(followFile(cfg.StateDir, pk), cfg.ThreadFollowTTL, h.log, cfg.stateWriteOpts...)
+	}
 	return h, nil
 }
 
@@ -185,6 +196,9 @@ func (h *Harness) Run(ctx context.Context) error {
 	defer h.jrnl.Close()
 	defer h.pool.record.close()
 	defer h.asker.close()
+	if h.follows != nil {
+		defer h.follows.close()
+	}
 	defer h.stop(cancel) // first: nothing may write the journal or the store once they close
 
 	h.turnEnds.since = h.clock.Now()
@@ -209,6 +223,8 @@ func (h *Harness) Run(ctx context.Context) error {
 		Since: ptrTS(since),
 	})
 	h.subscribeReminders()
+	h.startFollowing(since)
+	h.flushSubs()
 	if h.pool.reapOrphans() > 0 {
 		// A reply a killed orphan's `buzz` call sent just before may still be committing at the
 		// relay; the replay below looks for it.
@@ -269,6 +285,8 @@ func (h *Harness) serve(ctx context.Context, liveErr <-chan error) error {
 			h.handleIncoming(ctx, in)
 		case r := <-h.inbox.results:
 			h.finishTurn(ctx, r)
+		case r := <-h.inbox.checks:
+			h.finishCheck(ctx, r)
 		case r := <-h.inbox.steers:
 			h.finishSteer(r)
 		case q := <-h.inbox.questions:
@@ -283,6 +301,9 @@ func (h *Harness) serve(ctx context.Context, liveErr <-chan error) error {
 			// Once a second, one REQ per changed channel group: a burst of joins (a flood of
 			// adds) costs the relay one query per group, not one per join. Each channel's
 			// since covers the wait.
+			if h.follows != nil {
+				h.unfollow(h.follows.expired(now))
+			}
 			h.flushSubs()
 			h.pool.maintain(ctx, h.convs)
 			h.keepTyping(now)

@@ -8,11 +8,14 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/buzz-harness/buzz/internal/journal"
+	"github.com/buzz-harness/buzz/internal/prompt"
 	"github.com/buzz-harness/buzz/internal/protocol"
 )
 
 // handleEvent runs the intake pipeline for one channel event, in upstream's order:
-// membership → ignore self → owner commands → author gate → queue.
+// membership → ignore self → subscription rules or thread follow → owner commands → author
+// gate → queue. An event no rule listens to goes on only if it continues a followed thread
+// (follow.go).
 func (h *Harness) handleEvent(ctx context.Context, ev *nostr.Event) {
 	chID, ok := protocol.ChannelID(ev.Tags)
 	if !ok {
@@ -28,6 +31,10 @@ func (h *Harness) handleEvent(ctx context.Context, ev *nostr.Event) {
 	if ev.PubKey == h.agent {
 		return
 	}
+	in, ok := h.arrival(c, ev)
+	if !ok {
+		return
+	}
 	if cmd, ok := ParseOwnerCommand(ev, h.cfg.Owner, h.agent); ok {
 		h.skip(ev)
 		h.ownerCommand(ctx, cmd, c, ev)
@@ -37,7 +44,7 @@ func (h *Harness) handleEvent(ctx context.Context, ev *nostr.Event) {
 		h.skip(ev) // the owner answered a permission question (--permissions ask)
 		return
 	}
-	switch h.admit(ctx, c, ev) {
+	switch h.admit(ctx, c, in) {
 	case gateDrop:
 		h.skip(ev)
 		h.log.Debug("author gate dropped event", "event", ev.ID, "author", ev.PubKey, "channel", chID)
@@ -45,17 +52,33 @@ func (h *Harness) handleEvent(ctx context.Context, ev *nostr.Event) {
 	case gateHeld:
 		return // finishSiblingLookup accepts or skips it
 	}
-	h.accept(ctx, c, ev)
+	h.accept(ctx, c, in)
+}
+
+// arriving is an event on its way in, with how it came: the prompt tag of the subscription
+// rule that listens to it, or prompt.FollowTag for a message that only continues a followed
+// thread.
+type arriving struct {
+	ev       *nostr.Event
+	tag      string
+	followed bool
+}
+
+// arrival decides whether the harness listens to an event of channel c at all: a subscription
+// rule matches it (listen.go), or it continues a thread the agent follows.
+func (h *Harness) arrival(c *channel, ev *nostr.Event) (arriving, bool) {
+	if tag, ok := h.listensTo(c, ev); ok {
+		return arriving{ev: ev, tag: tag}, true
+	}
+	if h.followable(c, ev) {
+		return arriving{ev: ev, tag: prompt.FollowTag, followed: true}, true
+	}
+	return arriving{}, false
 }
 
 // accept makes an event that passed the gate durable, queues it and acknowledges it.
-func (h *Harness) accept(ctx context.Context, c *channel, ev *nostr.Event) {
-	chID := c.ID
-	tag, ok := h.listensTo(c, ev)
-	if !ok {
-		h.skip(ev)
-		return
-	}
+func (h *Harness) accept(ctx context.Context, c *channel, in arriving) {
+	chID, ev, tag := c.ID, in.ev, in.tag
 	// Journal before acknowledging: an event we cannot make durable is not accepted (the relay
 	// will offer it again after a reconnect).
 	raw, _ := json.Marshal(ev)
@@ -105,7 +128,8 @@ func (h *Harness) done(ids ...string) {
 // replayJournal queues accepted events that never reached a terminal outcome, in order, before
 // any new event. Events of channels we are no longer in are finished. A batch that was in flight
 // when we stopped counts as answered if the agent's reply to it landed (the outcome just was not
-// recorded); otherwise it is prompted again.
+// recorded); else, if the safety net had decided on a reply for it (reply.go), that reply is
+// posted now; otherwise it is prompted again.
 func (h *Harness) replayJournal(ctx context.Context) {
 	// A batch is one conversation's events marked in flight together: sibling threads of a
 	// channel can be in flight in the same second, and one's reply must not close the other.
@@ -116,6 +140,7 @@ func (h *Harness) replayJournal(ctx context.Context) {
 	inflight := map[batchKey][]*nostr.Event{}
 	tags := map[string]string{}      // event id → prompt tag, of the in-flight events
 	ownSecond := map[batchKey]bool{} // every event of the batch marked so
+	decided := map[batchKey]json.RawMessage{}
 	var order []batchKey
 	n := 0
 	for _, e := range h.jrnl.Pending() {
@@ -137,6 +162,9 @@ func (h *Harness) replayJournal(ctx context.Context) {
 				ownSecond[k] = true
 			}
 			ownSecond[k] = ownSecond[k] && e.InFlightOwnSecond
+			if e.Outcome != nil {
+				decided[k] = e.Outcome
+			}
 			inflight[k] = append(inflight[k], ev)
 			tags[ev.ID] = e.PromptTag
 			continue
@@ -156,6 +184,13 @@ func (h *Harness) replayJournal(ctx context.Context) {
 				h.done(ev.ID)
 			}
 			h.completeReminders(ctx, evs)
+			continue
+		}
+		if out := decided[k]; out != nil && h.postRecorded(ctx, out) {
+			h.log.Info("journal: posted the reply decided for a batch in flight at the restart", "channel", k.conv.Channel, "conversation", k.conv.String(), "events", len(evs))
+			for _, ev := range evs {
+				h.done(ev.ID)
+			}
 			continue
 		}
 		for j := len(evs) - 1; j >= 0; j-- {

@@ -276,6 +276,7 @@ func absorbSteered(r *turnResult, t *turn) {
 // lead the conversation's next batch on the same session.
 func (h *Harness) carryTurn(r turnResult, t *turn) {
 	if r.err == nil && (r.stop != "cancelled" || r.answered) {
+		h.finishBatch(r)
 		h.commitTurn(r)
 		return
 	}

@@ -18,6 +18,10 @@ import (
 // DefaultTag is the prompt tag of a batch that names none (a plain @mention).
 const DefaultTag = "@mention"
 
+// FollowTag is the prompt tag of a batch that only thread follow brought: nobody mentioned the
+// agent.
+const FollowTag = "thread follow"
+
 // MergeReason says why an in-flight turn was cancelled and its events carried into this one.
 type MergeReason int
 
@@ -61,6 +65,9 @@ type Input struct {
 	Context *ThreadWindow
 	// Delivered holds the event ids this session has already been shown.
 	Delivered map[string]bool
+	// Followed holds the ids of the Events that reached the agent by thread follow: they
+	// continue a thread it replied in, and nobody mentioned it.
+	Followed map[string]bool
 
 	Standing        Standing
 	IncludeStanding bool // legacy route and standing not yet sent in this session
@@ -100,6 +107,9 @@ func Build(in Input) Rendered {
 	r := renderer{in: in, tag: in.Tag}
 	if strings.TrimSpace(r.tag) == "" {
 		r.tag = DefaultTag
+		if _, all := r.followed(); all {
+			r.tag = FollowTag
+		}
 	}
 	return r.build()
 }
@@ -305,7 +315,7 @@ func (r *renderer) contextBlock(last nostr.Event, hasCtx, complete, hadDelivered
 		}
 	}
 	threadCmd := "buzz messages thread --channel " + ch + " --event " + ref.Root
-
+	note, all := r.followed()
 	switch {
 	case r.in.Channel.Type == protocol.TypeDM:
 		lines = append(lines, "Scope: dm")
@@ -316,7 +326,7 @@ func (r *renderer) contextBlock(last nostr.Event, hasCtx, complete, hadDelivered
 			if ref.Parent != ref.Root {
 				lines = append(lines, "Parent: "+ref.Parent)
 			}
-			lines = append(lines, replyInstruction(last.ID))
+			lines = append(lines, followLines(note, all, last.ID, replyInstruction(last.ID))...)
 		} else {
 			lines = append(lines, hint("Conversation", "buzz messages get --channel "+ch, "for conversation context.", hasCtx, complete, hadDelivered))
 		}
@@ -328,9 +338,11 @@ func (r *renderer) contextBlock(last nostr.Event, hasCtx, complete, hadDelivered
 			lines = append(lines, "Parent: "+ref.Parent)
 		}
 		lines = append(lines, hint("Thread", threadCmd, "to fetch thread context.", hasCtx, complete, hadDelivered))
+		instruction := ""
 		if r.humanFacing(last) {
-			lines = append(lines, replyInstruction(ref.Root))
+			instruction = replyInstruction(ref.Root)
 		}
+		lines = append(lines, followLines(note, all, ref.Root, instruction)...)
 	default:
 		lines = append(lines, "Scope: channel")
 		channelLines()
@@ -340,6 +352,45 @@ func (r *renderer) contextBlock(last nostr.Event, hasCtx, complete, hadDelivered
 		}
 	}
 	return strings.Join(lines, "\n")
+}
+
+// followed is the [Context] line for the batch's events that reached the agent by thread follow
+// ("" when none did), and whether all of them did.
+func (r *renderer) followed() (note string, all bool) {
+	var ids []string
+	for _, ev := range r.in.Events {
+		if r.in.Followed[ev.ID] {
+			ids = append(ids, ev.ID)
+		}
+	}
+	switch {
+	case len(ids) == 0:
+		return "", false
+	case len(ids) < len(r.in.Events) && len(ids) == 1:
+		return "Followed: " + ids[0] + " did not mention you; it continues a thread you replied in.", false
+	case len(ids) < len(r.in.Events):
+		return "Followed: " + strings.Join(ids, ", ") + " did not mention you; they continue a thread you replied in.", false
+	case len(ids) == 1:
+		return "Followed: nobody mentioned you; this message continues a thread you replied in. Answer only if it needs you; if it does not, end your turn without posting.", true
+	}
+	return "Followed: nobody mentioned you; these messages continue a thread you replied in. Answer only if they need you; if they do not, end your turn without posting.", true
+}
+
+// followLines are the [Context] lines after a thread's hint: the follow note, if any, then the
+// reply instruction — a softer one when thread follow alone brought the batch, as the agent may
+// decide it needs no answer.
+func followLines(note string, all bool, anchor, instruction string) []string {
+	var out []string
+	if note != "" {
+		out = append(out, note)
+	}
+	if all {
+		instruction = "If you answer, reply with `buzz messages send --reply-to " + anchor + "`."
+	}
+	if instruction != "" {
+		out = append(out, instruction)
+	}
+	return out
 }
 
 func hint(what, cmd, fetchTail string, hasCtx, complete, hadDelivered bool) string {

@@ -681,6 +681,16 @@ const ACTIVITY = {
     t.status.textContent = "dead letter";
     t.status.className = "turn-status failed";
   }),
+  silent_turn: byTurn((t, d) => {
+    const did = d.action === "fallback" ? "posted the agent's text for it" : "posted a notice";
+    put(t, el("div", { class: "notice", text: "No answer reached the thread (" + (d.reason || "?") + "); the harness " + did }));
+    t.status.textContent = "silent";
+    t.status.className = "turn-status failed";
+  }),
+  fallback_published: byTurn((t, d) => {
+    put(t, el("div", { class: "session-line", text: "Fallback reply posted (" + (d.bytes || 0) + " bytes)" }));
+    t.status.textContent = "fallback";
+  }),
 };
 
 function onActivity(e) {
