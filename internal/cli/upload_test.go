@@ -62,6 +62,7 @@ func blobBytes(t *testing.T, url, sk, sha string) (int, []byte) {
 }
 
 func TestUploadPrintsTheBlobDescriptor(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	alice := newUser(t, s.URL)
 	alice.createChannel("general", false)
@@ -77,6 +78,7 @@ func TestUploadPrintsTheBlobDescriptor(t *testing.T) {
 }
 
 func TestUploadOfAMissingFileIsAUsageError(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	e := newUser(t, s.URL).fails(1, "upload", "/nonexistent/shot.png")
 	if !strings.Contains(e.Message, "/nonexistent/shot.png") {
@@ -85,6 +87,7 @@ func TestUploadOfAMissingFileIsAUsageError(t *testing.T) {
 }
 
 func TestUploadByAPubkeyInNoChannelIsAnAuthError(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	path, _ := writePNG(t, "shot.png")
 	if e := newUser(t, s.URL).fails(3, "upload", path); !strings.Contains(e.Message, "channel members") {
@@ -93,6 +96,7 @@ func TestUploadByAPubkeyInNoChannelIsAnAuthError(t *testing.T) {
 }
 
 func TestSendWithFileAttachesItAsImeta(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	alice := newUser(t, s.URL)
 	ch := alice.createChannel("general", false)
@@ -116,6 +120,7 @@ func TestSendWithFileAttachesItAsImeta(t *testing.T) {
 }
 
 func TestSendWithOnlyAFileNeedsNoText(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	alice := newUser(t, s.URL)
 	ch := alice.createChannel("general", false)
@@ -128,6 +133,7 @@ func TestSendWithOnlyAFileNeedsNoText(t *testing.T) {
 }
 
 func TestSendWithAMissingFilePostsNothing(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	alice := newUser(t, s.URL)
 	ch := alice.createChannel("general", false)

@@ -15,6 +15,7 @@ import (
 )
 
 func TestConsoleAttachedImageShowsInlineAndReachesTheAgent(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	info, _ := upWithTestAgent(t, newPlace(t), "TESTAGENT_IMAGE=1", "TESTAGENT_REPLY=images: {images}")
 	var buf bytes.Buffer

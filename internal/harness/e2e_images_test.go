@@ -40,6 +40,7 @@ func (s *stack) uploadAsOwner(data []byte, typ string) nostr.Tag {
 var imageAgent = []string{"TESTAGENT_IMAGE=1", "TESTAGENT_REPLY=images: {images}"}
 
 func TestImageAttachmentReachesAnImageAgentAsAnImageBlock(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil, imageAgent...)
 	tag := s.uploadAsOwner(screenshot, "image/png")
@@ -53,6 +54,7 @@ func TestImageAttachmentReachesAnImageAgentAsAnImageBlock(t *testing.T) {
 }
 
 func TestImageAttachmentIsOnlyTextForAnAgentWithoutImages(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil, "TESTAGENT_REPLY=images: {images}")
 	m := s.mention(s.ownerSK, "see attached", s.uploadAsOwner(screenshot, "image/png"))
@@ -65,6 +67,7 @@ func TestImageAttachmentIsOnlyTextForAnAgentWithoutImages(t *testing.T) {
 }
 
 func TestFailedImageFetchStillSendsTheTextPrompt(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil, imageAgent...)
 	missing := sha256Hex([]byte("never uploaded"))
@@ -77,6 +80,7 @@ func TestFailedImageFetchStillSendsTheTextPrompt(t *testing.T) {
 }
 
 func TestImageOverMaxImageBytesIsNotSent(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--max-image-bytes", "64"}, imageAgent...)
 	tag := s.uploadAsOwner(screenshot, "image/png")
@@ -88,6 +92,7 @@ func TestImageOverMaxImageBytesIsNotSent(t *testing.T) {
 }
 
 func TestImageOnAnotherHostIsNeverFetched(t *testing.T) {
+	t.Parallel()
 	var hits atomic.Int32
 	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		hits.Add(1)
