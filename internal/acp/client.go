@@ -135,6 +135,12 @@ func (r *InitializeResult) HasSessionCapability(name string) bool {
 	return present(r.SessionCapabilities[name])
 }
 
+// PromptCapability reports whether promptCapabilities[name] is true (image, audio,
+// embeddedContext): the content the agent accepts in a prompt besides text.
+func (r *InitializeResult) PromptCapability(name string) bool {
+	return boolean(r.PromptCapabilities[name])
+}
+
 // clientCapabilities is deliberately conservative: we implement neither fs nor terminal.
 var clientCapabilities = json.RawMessage(`{"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false}`)
 

@@ -1,6 +1,7 @@
 package acp
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"strings"
 )
@@ -11,14 +12,38 @@ import (
 // ProtocolVersion is the ACP version we speak (v2 is a draft with a different shape).
 const ProtocolVersion = 1
 
-// ContentBlock is a text content block (the only kind the harness sends).
+// ContentBlock is a content block of a prompt: text, or an image (base64 Data and its
+// MimeType) for an agent that advertises promptCapabilities.image.
 type ContentBlock struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	Data     string `json:"data,omitempty"`
+	MimeType string `json:"mimeType,omitempty"`
+}
+
+// MarshalJSON writes each kind of block with exactly its own fields: a text block always has
+// its text (even empty), an image block has none.
+func (b ContentBlock) MarshalJSON() ([]byte, error) {
+	if b.Type == "image" {
+		return json.Marshal(struct {
+			Type     string `json:"type"`
+			Data     string `json:"data"`
+			MimeType string `json:"mimeType"`
+		}{b.Type, b.Data, b.MimeType})
+	}
+	return json.Marshal(struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}{b.Type, b.Text})
 }
 
 // TextBlock is a convenience constructor.
 func TextBlock(text string) ContentBlock { return ContentBlock{Type: "text", Text: text} }
+
+// ImageBlock is an image content block of data (raw bytes, base64-encoded here).
+func ImageBlock(mimeType string, data []byte) ContentBlock {
+	return ContentBlock{Type: "image", MimeType: mimeType, Data: base64.StdEncoding.EncodeToString(data)}
+}
 
 // SystemPrompt is the (unstable) spec systemPrompt object for session/new|load|resume.
 type SystemPrompt struct {

@@ -3,6 +3,7 @@
 package acpcmd
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -86,6 +87,7 @@ type options struct {
 	subscribe, rulesFile                           string
 	kindsGiven                                     bool // --kinds or BUZZ_ACP_KINDS was set
 	heartbeatAlways                                bool
+	maxImageBytes                                  int64
 	// The reply safety net and thread follow (harness reply.go, follow.go).
 	publishResponse string
 	threadFollow    bool
@@ -141,6 +143,7 @@ func Command() *cobra.Command {
 	f.String(&o.subscribe, "subscribe", "BUZZ_ACP_SUBSCRIBE", "mentions", "what the agent listens to: mentions (--kinds, --no-mention-filter), all (every event of --kinds, or of any kind), or config (the rules of --config)")
 	f.String(&o.rulesFile, "config", "BUZZ_ACP_CONFIG", "./buzz-acp.toml", "with --subscribe config: the TOML file of [[rules]] (name, channels, kinds, require_mention, filter, prompt_tag)")
 	f.Bool(&o.heartbeatAlways, "heartbeat-always", "BUZZ_ACP_HEARTBEAT_ALWAYS", "prompt on every heartbeat tick, even when nothing is new for the agent")
+	f.Int64(&o.maxImageBytes, "max-image-bytes", "BUZZ_ACP_MAX_IMAGE_BYTES", harness.DefaultMaxImageBytes, "largest image attachment also sent as an ACP image block to an agent that advertises promptCapabilities.image (0 = send none)")
 	f.Int(&o.contextLimit, "context-message-limit", "BUZZ_ACP_CONTEXT_MESSAGE_LIMIT", DefaultContextMessageLimit, "thread/conversation messages included in a prompt (0–100)")
 	f.Int(&o.maxTurnsPerSession, "max-turns-per-session", "BUZZ_ACP_MAX_TURNS_PER_SESSION", 0, "rotate a channel's session after this many turns (0 = never)")
 	f.String(&o.sessionTitle, "session-title", "BUZZ_ACP_SESSION_TITLE", "", "agent display name used in _meta.sessionTitle")
@@ -191,6 +194,9 @@ func (o *options) config(stderr io.Writer) (harness.Config, error) {
 	if o.maxProcs < 0 {
 		return harness.Config{}, errors.New("--max-procs / BUZZ_ACP_MAX_PROCS must be 0 or more")
 	}
+	if o.maxImageBytes < 0 {
+		return harness.Config{}, errors.New("--max-image-bytes / BUZZ_ACP_MAX_IMAGE_BYTES must be 0 or more")
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return harness.Config{}, fmt.Errorf("--log-level: %w", err)
@@ -237,6 +243,7 @@ func (o *options) harnessConfig(sk string, logger *slog.Logger) harness.Config {
 		Memory:                        !o.noMemory,
 		HeartbeatInterval:             time.Duration(o.heartbeatInterval) * time.Second,
 		HeartbeatAlways:               o.heartbeatAlways,
+		MaxImageBytes:                 cmp.Or(o.maxImageBytes, -1), // the flag's 0 is "none", the Config's "default"
 		NoResumeSessions:              o.noResumeSessions,
 		NoReactions:                   o.noReactions,
 		NoTyping:                      o.noTyping,

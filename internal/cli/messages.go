@@ -57,6 +57,7 @@ type sendOptions struct {
 	mentions                  []string
 	kind                      int
 	broadcast                 bool
+	files                     []string // uploaded and attached (upload.go)
 }
 
 func (a *app) sendCommand() *cobra.Command {
@@ -70,6 +71,7 @@ func (a *app) sendCommand() *cobra.Command {
 	cmd.Flags().StringArrayVar(&o.mentions, "mention", nil, "pubkey to mention, hex or npub (repeatable)")
 	cmd.Flags().IntVar(&o.kind, "kind", protocol.KindStreamMessage, "9 (message), 45001 (forum post) or 45003 (forum comment)")
 	cmd.Flags().BoolVar(&o.broadcast, "broadcast", false, "mark the message as a broadcast")
+	cmd.Flags().StringArrayVar(&o.files, "file", nil, "upload this file to the relay and attach it (NIP-92 imeta; repeatable)")
 	return cmd
 }
 
@@ -98,8 +100,15 @@ func (a *app) send(ctx context.Context, o sendOptions) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if strings.TrimSpace(content) == "" {
+	if strings.TrimSpace(content) == "" && len(o.files) == 0 {
 		return nil, usageError("content is blank")
+	}
+	if len(o.files) > protocol.MaxAttachments {
+		return nil, usageError("at most %d --file per message", protocol.MaxAttachments)
+	}
+	files, err := readUploads(o.files) // before any request: a bad path fails first
+	if err != nil {
+		return nil, err
 	}
 	var parent string
 	if o.replyTo != "" {
@@ -127,6 +136,18 @@ func (a *app) send(ctx context.Context, o sendOptions) (any, error) {
 	mentions, err := resolveMentions(ctx, b, ch, content, explicit)
 	if err != nil {
 		return nil, err
+	}
+	if len(files) > 0 {
+		atts, err := uploadAll(ctx, b, files)
+		if err != nil {
+			return nil, err
+		}
+		for _, att := range atts {
+			tags = append(tags, att.Tag())
+		}
+		if content = protocol.ContentWithAttachments(content, atts); len(content) > maxContentBytes {
+			return nil, usageError("content with the attachments' URLs is %d bytes; the limit is %d (64 KiB)", len(content), maxContentBytes)
+		}
 	}
 	for _, pk := range mentions {
 		tags = append(tags, nostr.Tag{"p", pk})

@@ -109,7 +109,8 @@ func newRoot(stdio IO) (*cobra.Command, *app) {
 	pf.Int(&a.connectSecs, "connect-timeout", "BUZZ_CONNECT_TIMEOUT_SECS", defaultConnectTimeout, "seconds to connect to the relay")
 
 	root.AddCommand(a.keysCommand(), a.channelsCommand(), a.messagesCommand(), a.usersCommand(), a.remindersCommand(),
-		a.reactionsCommand(), a.canvasCommand(), a.memCommand(), a.mcpCommand(), a.feedCommand(), a.dmsCommand())
+		a.reactionsCommand(), a.canvasCommand(), a.memCommand(), a.mcpCommand(), a.feedCommand(), a.dmsCommand(),
+		a.uploadCommand())
 	// buzz up and the standalone binaries' commands (under their short names) take none of the
 	// CLI's global flags, so their help does not list them.
 	for name, cmd := range map[string]*cobra.Command{

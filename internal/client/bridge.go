@@ -298,10 +298,18 @@ func (b *Bridge) now() time.Time {
 // post sends body to path, re-signing NIP-98 on every attempt (the relay keeps a replay set of
 // auth event ids, and each token carries a fresh nonce anyway).
 func (b *Bridge) post(ctx context.Context, path string, body []byte) ([]byte, error) {
+	return b.retry(ctx, func() ([]byte, error) {
+		return b.anyRelay(ctx, func(base string) ([]byte, error) { return b.postOnce(ctx, base, path, body) })
+	})
+}
+
+// retry runs once until it succeeds, fails for good, or has had Attempts tries, waiting between
+// tries as the relay asks (429's hint) or by backoff.
+func (b *Bridge) retry(ctx context.Context, once func() ([]byte, error)) ([]byte, error) {
 	attempts := max(b.Attempts, 1)
 	var lastErr error
 	for attempt := 1; ; attempt++ {
-		raw, err := b.postAny(ctx, path, body)
+		raw, err := once()
 		if err == nil {
 			return raw, nil
 		}
@@ -340,15 +348,15 @@ func FullJitter(attempt int) time.Duration {
 	return time.Duration(rand.Int64N(int64(ceil) + 1))
 }
 
-// postAny sends once to the current relay and, when it cannot be reached, to each other listed
+// anyRelay sends once to the current relay and, when it cannot be reached, to each other listed
 // relay in turn; the first that answers becomes current.
-func (b *Bridge) postAny(ctx context.Context, path string, body []byte) ([]byte, error) {
+func (b *Bridge) anyRelay(ctx context.Context, once func(base string) ([]byte, error)) ([]byte, error) {
 	start := int(b.cur.Load())
 	var err error
 	for i := range b.bases {
 		idx := (start + i) % len(b.bases)
 		var raw []byte
-		raw, err = b.postOnce(ctx, b.bases[idx], path, body)
+		raw, err = once(b.bases[idx])
 		var te *TransportError
 		if !errors.As(err, &te) { // it answered (or we could not even sign)
 			b.cur.Store(int32(idx))
@@ -377,6 +385,14 @@ func (b *Bridge) postOnce(ctx context.Context, base, path string, body []byte) (
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("Authorization", auth)
+	raw, _, err := b.send(ctx, req, maxBodyBytes)
+	return raw, err
+}
+
+// send does one request (with the x-auth-tag header when set) and returns the answer's body,
+// at most limit bytes of it, and its Content-Type; a failure to connect or read is a
+// *TransportError, a non-2xx answer an *HTTPError.
+func (b *Bridge) send(ctx context.Context, req *http.Request, limit int64) ([]byte, string, error) {
 	if b.AuthTag != "" {
 		req.Header.Set("X-Auth-Tag", b.AuthTag)
 	}
@@ -387,19 +403,19 @@ func (b *Bridge) postOnce(ctx context.Context, base, path string, body []byte) (
 	resp, err := hc.Do(req)
 	if err != nil {
 		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, ctx.Err()
+			return nil, "", ctx.Err()
 		}
-		return nil, &TransportError{Err: unwrapURLError(err)}
+		return nil, "", &TransportError{Err: unwrapURLError(err)}
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxBodyBytes))
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit))
 	if err != nil {
-		return nil, &TransportError{Err: fmt.Errorf("read answer: %w", err)}
+		return nil, "", &TransportError{Err: fmt.Errorf("read answer: %w", err)}
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, newHTTPError(resp, raw)
+		return nil, "", newHTTPError(resp, raw)
 	}
-	return raw, nil
+	return raw, resp.Header.Get("Content-Type"), nil
 }
 
 var retryInRE = regexp.MustCompile(`retry in (\d+)\s*s`)

@@ -72,6 +72,8 @@ type message struct {
 	// Permission marks the agent's question to the owner (--permissions ask): the page shows
 	// its numbered options as buttons that answer it.
 	Permission bool `json:"permission,omitempty"`
+	// Attachments are its NIP-92 files (attachments.go).
+	Attachments []attachment `json:"attachments,omitempty"`
 }
 
 // reaction is one kind-7 reaction, shown under the message it targets.
@@ -114,6 +116,7 @@ type relayBridge interface {
 	Query(ctx context.Context, filters ...client.Filter) ([]nostr.Event, error)
 	Publish(ctx context.Context, ev *nostr.Event) (client.PublishResult, error)
 	PublicKey() string
+	blobBridge // attachments.go
 }
 
 // chat reads and posts channel messages as the owner and pushes new ones to browsers.
@@ -427,10 +430,15 @@ func (c *chat) send(ctx context.Context, req postReq) (message, error) {
 	if !protocol.IsUUID(ch) {
 		return message{}, &badRequest{"channel must be a channel UUID"}
 	}
-	if strings.TrimSpace(req.Content) == "" {
+	if strings.TrimSpace(req.Content) == "" && len(req.Attachments) == 0 {
 		return message{}, &badRequest{"message is empty"}
 	}
-	if len(req.Content) > maxContentBytes || !utf8.ValidString(req.Content) {
+	atts, err := c.imetaOf(req.Attachments)
+	if err != nil {
+		return message{}, err
+	}
+	content := protocol.ContentWithAttachments(req.Content, atts)
+	if len(content) > maxContentBytes || !utf8.ValidString(content) {
 		return message{}, &badRequest{"message must be valid UTF-8 of at most 64 KiB"}
 	}
 	kind, err := c.postKind(ctx, ch, req.ReplyTo != "")
@@ -472,7 +480,10 @@ func (c *chat) send(ctx context.Context, req postReq) (message, error) {
 	for _, pk := range mentioned {
 		tags = append(tags, nostr.Tag{"p", pk})
 	}
-	ev := &nostr.Event{Kind: kind, Content: req.Content, Tags: tags, CreatedAt: nostr.Now()}
+	for _, a := range atts {
+		tags = append(tags, a.Tag())
+	}
+	ev := &nostr.Event{Kind: kind, Content: content, Tags: tags, CreatedAt: nostr.Now()}
 	res, err := c.bridge.Publish(ctx, ev)
 	if err != nil {
 		return message{}, err
@@ -639,6 +650,7 @@ func (c *chat) toMessage(ctx context.Context, ev *nostr.Event, ch string) messag
 	if m.Mentions == nil {
 		m.Mentions = []string{}
 	}
+	m.Attachments = c.attachments(ev.Tags)
 	m.Name, _ = c.name(ev.PubKey)
 	if m.Name == "" {
 		m.Name = shortNpub(ev.PubKey)

@@ -88,6 +88,8 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /api/stream", s.guard(s.stream))
 	s.mux.HandleFunc("GET /api/memory", s.guard(s.memory))
 	s.mux.HandleFunc("GET /api/turns", s.guard(s.turns))
+	s.mux.HandleFunc("POST /api/upload", s.guard(s.upload))
+	s.mux.HandleFunc("GET /api/blob/{sha}", s.guard(s.blob))
 	return s, nil
 }
 
@@ -239,6 +241,8 @@ type postReq struct {
 	// Mention lists channel members to mention besides the @names in Content (an answer
 	// button's reply is just the option's number, yet must reach the agent).
 	Mention []string `json:"mention,omitempty"`
+	// Attachments are files POST /api/upload stored, attached as imeta (attachments.go).
+	Attachments []attachment `json:"attachments,omitempty"`
 }
 
 func (s *Server) post(w http.ResponseWriter, r *http.Request) {

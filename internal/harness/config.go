@@ -82,6 +82,10 @@ type Config struct {
 	// skipped (heartbeat.go).
 	HeartbeatAlways bool
 
+	// MaxImageBytes is the largest image attachment sent along as an image block to an agent
+	// that accepts images (images.go); 0 = DefaultMaxImageBytes, negative = none are sent.
+	MaxImageBytes int64
+
 	StateDir         string
 	NoResumeSessions bool
 
@@ -188,6 +192,9 @@ func (c *Config) Validate() error {
 	}
 	if c.CancelGrace <= 0 {
 		c.CancelGrace = 5 * time.Second
+	}
+	if c.MaxImageBytes == 0 {
+		c.MaxImageBytes = DefaultMaxImageBytes
 	}
 	switch c.RespondTo {
 	case "":

@@ -35,6 +35,7 @@
 //	heartbeat.go    scheduled prompts
 //	permask.go      --permissions ask: permission questions in the thread
 //	relay.go        one-shot relay calls: prompt context, profiles, membership, publish
+//	images.go       image attachments fetched for agents that take images (ACP image blocks)
 //	ack.go          acknowledgement: 👀 on accepted events, typing while a turn runs, presence
 //	feed.go         activity-feed events
 //	metrics.go      turn metrics (NIP-AM)

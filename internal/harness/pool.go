@@ -171,6 +171,7 @@ func (p *pool) adopt(ctx context.Context, s *slot, proc *acp.Process, init *acp.
 		Resume:           init.HasSessionCapability("resume"),
 		Close:            init.HasSessionCapability("close"),
 		Steering:         advertisesSteering(init),
+		Images:           init.PromptCapability("image"),
 	}
 	gen := s.gen
 	p.tasks.Go(func() {

@@ -41,6 +41,7 @@ type AgentIdentity struct {
 	Resume           bool
 	Close            bool // sessionCapabilities.close: idle sessions are closed with session/close
 	Steering         bool // initialize _meta.steering.supported: _session/steering reaches a running turn
+	Images           bool // promptCapabilities.image: image attachments go along as image blocks (images.go)
 }
 
 // ProbeState is what goose's system-prompt probe found on an agent process.

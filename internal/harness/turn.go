@@ -175,6 +175,9 @@ func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 	for i, b := range rendered.Blocks {
 		blocks[i] = acp.ContentBlock{Type: "text", Text: b}
 	}
+	if in.ident.Images && h.cfg.MaxImageBytes > 0 {
+		blocks = append(blocks, h.relay.images(ctx, in.batch.Events()[in.batch.Carried:], h.cfg.MaxImageBytes)...) // images.go
+	}
 	if rendered.Stats.StandingIncluded {
 		h.feed.emitSystemPrompt(in, sess, prompt.Standing{}, rendered.Blocks)
 	}

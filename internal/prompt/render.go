@@ -428,6 +428,9 @@ func (r *renderer) contextSection(w ThreadWindow) string {
 	fmt.Fprintf(&b, "[%s (%d of %d messages%s)]", name, len(w.Messages), w.Total, trunc)
 	for i, ev := range w.Messages {
 		fmt.Fprintf(&b, "\n[%d] %s (%s): %s", i+1, r.actor(ev.PubKey), timestamp(ev.CreatedAt), ev.Content)
+		if a := attachments(ev.Tags); a != "" {
+			b.WriteString("\n    " + a)
+		}
 	}
 	return b.String()
 }
@@ -469,6 +472,9 @@ func (r *renderer) eventBlock(ev nostr.Event, withProfiles bool) string {
 	b.WriteString("\nTime: " + timestamp(ev.CreatedAt))
 	b.WriteString("\nContent: " + ev.Content)
 	b.WriteString("\nTags: " + tagsJSON(ev.Tags))
+	if a := attachments(ev.Tags); a != "" {
+		b.WriteString("\n" + a)
+	}
 	if p := r.parsed(ev, withProfiles); p != "" {
 		b.WriteString("\nParsed: " + p)
 	}

@@ -20,6 +20,7 @@ const (
 	KindTyping           = 20002
 	KindAuth             = 22242
 	KindObserverFrame    = 24200
+	KindBlobAuth         = 24242 // Blossom (BUD-11): authorizes a blob upload or read; never published
 	KindHTTPAuth         = 27235
 	KindEngram           = 30174
 	KindPrivateReminder  = 30300 // NIP-ER: author-only, due at its not_before

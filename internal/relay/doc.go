@@ -36,6 +36,10 @@
 // hot paths need no query; acl.go is also the one place read access is decided (stored queries
 // carry its store.Access).
 //
+// Files (Blossom) are served beside the events: PUT /upload stores a blob authorised by a
+// kind-24242 token (upload.go), GET /media/<sha256> serves it to its uploaders and to readers of
+// an uploader's event whose imeta names it (blobs.go); the bytes sit behind store.Blobs.
+//
 // Relay.Close ends the WebSocket connections and waits for every connection handler (and its
 // reader, writer and pinger) and bridge request before it closes the store.
 //

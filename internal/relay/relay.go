@@ -75,6 +75,8 @@ type Config struct {
 	WriteTimeout time.Duration
 	// ReminderPoll is how often due NIP-ER reminders are looked for; 0 = DefaultReminderPoll.
 	ReminderPoll time.Duration
+	// MaxBlobBytes is the largest blob PUT /upload accepts; 0 = DefaultMaxBlobBytes.
+	MaxBlobBytes int64
 	Logger       *slog.Logger     // nil = discard
 	Now          func() time.Time // nil = time.Now
 
@@ -87,6 +89,7 @@ type Relay struct {
 	log   *slog.Logger
 	now   func() time.Time
 	st    store.Store
+	blobs store.Blobs // blobs.go; nil if the store keeps none
 	sk    string
 	pk    string
 	acl   *acl
@@ -131,6 +134,10 @@ func Open(cfg Config) (*Relay, error) {
 	cfg.QueryTimeout = cmp.Or(cfg.QueryTimeout, DefaultQueryTimeout)
 	cfg.MaxQueuedBytes = cmp.Or(cfg.MaxQueuedBytes, DefaultMaxQueuedBytes)
 	cfg.WriteTimeout = cmp.Or(cfg.WriteTimeout, DefaultWriteTimeout)
+	cfg.MaxBlobBytes = cmp.Or(cfg.MaxBlobBytes, DefaultMaxBlobBytes)
+	if cfg.MaxBlobBytes < 0 {
+		return nil, fmt.Errorf("relay: max blob bytes must be positive, got %d", cfg.MaxBlobBytes)
+	}
 	origins, err := parseOrigins(cfg.AllowedOrigins)
 	if err != nil {
 		return nil, err
@@ -155,6 +162,7 @@ func Open(cfg Config) (*Relay, error) {
 	}
 	sh, _ := st.(shared)
 	rs, _ := st.(store.Reminders)
+	blobs, _ := st.(store.Blobs)
 	if cfg.wrapStore != nil {
 		st = cfg.wrapStore(st)
 	}
@@ -168,6 +176,7 @@ func Open(cfg Config) (*Relay, error) {
 		log:        cfg.Logger,
 		now:        cfg.Now,
 		st:         st,
+		blobs:      blobs,
 		sk:         sk,
 		pk:         pk,
 		acl:        newACL(chans),
@@ -195,6 +204,8 @@ func Open(cfg Config) (*Relay, error) {
 	r.mux.HandleFunc("/events", r.bridge(r.bridgeEvents))
 	r.mux.HandleFunc("/query", r.bridge(r.bridgeQuery))
 	r.mux.HandleFunc("/count", r.bridge(r.bridgeCount))
+	r.mux.HandleFunc("/upload", r.handleUpload)
+	r.mux.HandleFunc("/media/upload", r.handleUpload) // upstream's older path, still tried by its CLI
 	return r, nil
 }
 
@@ -299,6 +310,10 @@ func privateDir(dir string) error {
 }
 
 func (r *Relay) handleRoot(w http.ResponseWriter, req *http.Request) {
+	if sha, ok := blobPath(req.URL.Path); ok {
+		r.serveBlob(w, req, sha)
+		return
+	}
 	if req.URL.Path != "/" {
 		writeError(w, http.StatusNotFound, "not found")
 		return

@@ -28,7 +28,7 @@ const (
 func Command() *cobra.Command {
 	var addr, dataDir, publicURL, database, origins string
 	var queryTimeout, writeTimeout, reconnectDelay time.Duration
-	var maxQueued int64
+	var maxQueued, maxBlob int64
 	cmd := &cobra.Command{
 		Use:               "buzz-relay",
 		Short:             "Run a Buzz-compatible relay: WebSocket, NIP-11 and the HTTP bridge on one port, SQLite storage",
@@ -47,7 +47,7 @@ func Command() *cobra.Command {
 			r, err := relay.Open(relay.Config{
 				DataDir: dataDir, Database: database, PublicURL: publicURL,
 				AllowedOrigins: cmdflag.List(origins), QueryTimeout: queryTimeout, WriteTimeout: writeTimeout,
-				MaxQueuedBytes: maxQueued, ReconnectDelay: reconnectDelay, Logger: log,
+				MaxQueuedBytes: maxQueued, MaxBlobBytes: maxBlob, ReconnectDelay: reconnectDelay, Logger: log,
 			})
 			if err != nil {
 				ln.Close()
@@ -72,6 +72,7 @@ func Command() *cobra.Command {
 	f.Duration(&queryTimeout, "query-timeout", "BUZZ_QUERY_TIMEOUT", relay.DefaultQueryTimeout, "deadline for every store query (REQ, COUNT, bridge)")
 	f.Duration(&writeTimeout, "write-timeout", "BUZZ_WRITE_TIMEOUT", relay.DefaultWriteTimeout, "how long one frame may take to reach a client before it is dropped as stalled")
 	f.Int64(&maxQueued, "max-queued-bytes", "BUZZ_MAX_QUEUED_BYTES", relay.DefaultMaxQueuedBytes, "bytes waiting to be written to one client before it is disconnected")
+	f.Int64(&maxBlob, "max-blob-bytes", "BUZZ_MAX_BLOB_BYTES", relay.DefaultMaxBlobBytes, "largest file PUT /upload accepts (Blossom blobs: in --data-dir/blobs, or PostgreSQL with --database)")
 	f.Duration(&reconnectDelay, "db-reconnect-delay", "BUZZ_RELAY_RECONNECT_DELAY", time.Second, "pause before a node reconnects its lost PostgreSQL change feed")
 	return cmd
 }

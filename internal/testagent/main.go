@@ -15,6 +15,7 @@
 //	                                   answer {} (set_config_option: {"configOptions": [...]})
 //	TESTAGENT_SET_ERROR=m1,m2          answer these set_* methods with -32603 instead
 //	TESTAGENT_AUTH_METHODS=json        initialize's authMethods array (default [])
+//	TESTAGENT_IMAGE=1                  advertise promptCapabilities.image (image blocks in prompts)
 //	TESTAGENT_GOOSE_SYSTEM_PROMPT=1    implement _goose/unstable/session/system-prompt/set (else -32601);
 //	                                   "error" answers it with -32603
 //
@@ -35,7 +36,9 @@
 //	session; content containing "codeword?" is answered "codeword: X".
 //
 //	TESTAGENT_REPLY=tmpl        reply text; {content} {codeword} {session} {count} are substituted, and
-//	                            {events}: the prompt's event ids, comma-separated
+//	                            {events}: the prompt's event ids, comma-separated; {images}: the image
+//	                            blocks received, "<mimeType>:<sha256 of the decoded data>" comma-separated
+//	                            ("none" without any)
 //	                            (default "echo: {content}", content = first line of the last event)
 //	TESTAGENT_BUZZ=path         buzz CLI to run (default "buzz" on PATH); TESTAGENT_NO_CLI=1 skips it
 //	TESTAGENT_STREAM=N          split the reply into N agent_message_chunk updates (default 1)
@@ -92,6 +95,8 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -137,6 +142,7 @@ type config struct {
 	sessionState     map[string]json.RawMessage
 	setError         map[string]bool
 	authMethods      json.RawMessage
+	image            bool // promptCapabilities.image
 	replyKnobs
 	replyLate    time.Duration
 	skipFollowed bool
@@ -166,6 +172,7 @@ func loadConfig() (config, error) {
 		gooseSteer:       os.Getenv("TESTAGENT_GOOSE_STEER") == "1",
 		hangAfterReply:   os.Getenv("TESTAGENT_HANG_AFTER_REPLY"),
 		noUsage:          os.Getenv("TESTAGENT_NO_USAGE") == "1",
+		image:            os.Getenv("TESTAGENT_IMAGE") == "1",
 		replyKnobs: replyKnobs{
 			noCLI:       os.Getenv("TESTAGENT_NO_CLI") == "1",
 			sendFailsOK: os.Getenv("TESTAGENT_SEND_FAILS") == "continue",
@@ -508,7 +515,7 @@ func (a *agent) initialize() map[string]any {
 		"agentInfo":       map[string]any{"name": a.cfg.name, "title": "Buzz Test Agent", "version": a.cfg.version},
 		"agentCapabilities": map[string]any{
 			"loadSession":         a.cfg.loadSession,
-			"promptCapabilities":  map[string]any{"image": false, "audio": false, "embeddedContext": false},
+			"promptCapabilities":  map[string]any{"image": a.cfg.image, "audio": false, "embeddedContext": false},
 			"sessionCapabilities": a.cfg.caps,
 		},
 		"authMethods": a.cfg.authMethods,
@@ -622,10 +629,13 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 		}
 	}()
 
-	var texts []string
+	var texts, images []string
 	for _, b := range p.Prompt {
-		if b.Type == "text" {
+		switch b.Type {
+		case "text":
 			texts = append(texts, b.Text)
+		case "image":
+			images = append(images, imageID(b))
 		}
 	}
 	text := strings.Join(texts, "\n\n")
@@ -658,7 +668,7 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 	}
 	codeword := s.Codeword
 	a.mu.Unlock()
-	reply := a.replyText(info, s.ID, codeword, count)
+	reply := strings.ReplaceAll(a.replyText(info, s.ID, codeword, count), "{images}", imageList(images))
 
 	send := true
 	if a.cfg.skipFollowed && strings.Contains(text, "Followed: nobody mentioned you") {
@@ -767,6 +777,24 @@ func (a *agent) replyText(info promptInfo, sessionID, codeword string, count int
 	}
 	return strings.NewReplacer("{content}", content, "{codeword}", codeword, "{session}", sessionID,
 		"{count}", strconv.Itoa(count), "{events}", strings.Join(info.EventIDs, ",")).Replace(a.cfg.reply)
+}
+
+// imageID names an image block by its type and the SHA-256 of its decoded data ("bad-base64"
+// when it does not decode).
+func imageID(b acp.ContentBlock) string {
+	data, err := base64.StdEncoding.DecodeString(b.Data)
+	if err != nil {
+		return b.MimeType + ":bad-base64"
+	}
+	sum := sha256.Sum256(data)
+	return b.MimeType + ":" + hex.EncodeToString(sum[:])
+}
+
+func imageList(ids []string) string {
+	if len(ids) == 0 {
+		return "none"
+	}
+	return strings.Join(ids, ",")
 }
 
 func (a *agent) recordAnswer(method string, result json.RawMessage, err error) {

@@ -47,6 +47,7 @@ const S = {
   acts: new Map(),       // channel id → {root, turns: Map(turnId → turn)}
   sessions: new Map(),   // session id → {channel, turn}
   pending: new Map(),    // session id → events that arrived before we knew their channel
+  attachments: [],       // files uploaded for the next message (POST /api/upload answers)
 };
 
 // ---------- channels & tabs ----------
@@ -321,8 +322,23 @@ function messageEl(m) {
       el("span", { class: "time", text: time }),
       el("button", { type: "button", class: "reply-btn", text: "Reply in thread", onclick: () => startReply(m) })),
     el("div", { class: "body" }, ...bodyNodes(m.content)),
+    attachmentsEl(m),
     m.permission ? permissionEl(m) : null,
     reactionsEl(m.id));
+}
+
+// attachmentsEl shows a message's files: images on the stack's relay inline (the server gives
+// them a src under /api/blob/, fetched with the owner's key), anything else as a link.
+function attachmentsEl(m) {
+  const list = (m.attachments || []).filter((a) => /^https?:\/\//.test(a.url));
+  if (!list.length) return null;
+  return el("div", { class: "attachments" }, ...list.map((a) => {
+    const label = a.alt || a.url.split("/").pop();
+    if (a.src && a.src.startsWith("/api/blob/")) {
+      return el("img", { class: "attachment-img", src: a.src + "?token=" + encodeURIComponent(token), alt: label, title: label, loading: "lazy" });
+    }
+    return el("a", { class: "attachment-link", href: a.url, target: "_blank", rel: "noopener noreferrer", text: "📎 " + label + (a.type ? " (" + a.type + ")" : "") });
+  }));
 }
 
 // permissionEl turns the numbered options of the agent's permission question into buttons; a
@@ -395,19 +411,44 @@ function renderReplyBar() {
   $("reply-to-name").textContent = S.replyTo ? S.replyTo.name : "";
 }
 
+// attach uploads the chosen files at once; each becomes a chip the next message carries.
+async function attach(files) {
+  $("compose-error").textContent = "";
+  for (const f of files) {
+    try {
+      const a = await api("/api/upload", { method: "POST", headers: { "Content-Type": f.type || "application/octet-stream" }, body: f });
+      a.alt = f.name;
+      S.attachments.push(a);
+    } catch (e) {
+      $("compose-error").textContent = "Could not attach " + f.name + ": " + e.message;
+    }
+  }
+  renderAttachments();
+}
+
+function renderAttachments() {
+  const box = $("attach-list");
+  box.hidden = !S.attachments.length;
+  box.replaceChildren(...S.attachments.map((a, i) => el("span", { class: "attach-chip", "data-sha256": a.sha256 },
+    "📎 " + a.alt,
+    el("button", { type: "button", title: "Remove", text: "✕", onclick: () => { S.attachments.splice(i, 1); renderAttachments(); } }))));
+}
+
 async function send(ev) {
   ev.preventDefault();
   const text = $("compose-text").value;
-  if (!text.trim() || !S.current) return;
+  if ((!text.trim() && !S.attachments.length) || !S.current) return;
   $("send").disabled = true;
   $("compose-error").textContent = "";
   try {
     const m = await api("/api/messages", {
       method: "POST",
       headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ channel: S.current, content: text, replyTo: S.replyTo ? S.replyTo.id : "" }),
+      body: JSON.stringify({ channel: S.current, content: text, replyTo: S.replyTo ? S.replyTo.id : "", attachments: S.attachments }),
     });
     $("compose-text").value = "";
+    S.attachments = [];
+    renderAttachments();
     S.justSent = true;
     addMessage(m);
   } catch (e) {
@@ -699,6 +740,12 @@ $("memory-reload").addEventListener("click", loadMemory);
 $("turns-reload").addEventListener("click", loadTurns);
 $("tab-activity").addEventListener("click", () => setView("activity"));
 $("composer").addEventListener("submit", send);
+$("attach").addEventListener("click", () => $("attach-file").click());
+$("attach-file").addEventListener("change", async (e) => {
+  const files = [...e.target.files];
+  e.target.value = "";
+  await attach(files);
+});
 $("reply-cancel").addEventListener("click", () => { S.replyTo = null; renderReplyBar(); });
 $("compose-text").addEventListener("keydown", (e) => {
   if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); $("composer").requestSubmit(); }

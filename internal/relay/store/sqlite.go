@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,6 +49,8 @@ type SQLite struct {
 	ckKick          chan struct{}
 	ckEnd           chan struct{}
 	checkpointEvery atomic.Int64 // nanoseconds between checkpoints at most
+
+	blobDir string // blob files (sqlite_blobs.go), beside the database
 }
 
 // defaultCheckpointEvery spaces checkpoints: each copies the WAL's new pages into the database
@@ -101,7 +104,7 @@ func Open(path string) (*SQLite, error) {
 	ck.SetMaxOpenConns(1)
 	s := &SQLite{w: w, r: r, ck: ck, writes: make(chan *writeReq, maxBatch), quit: make(chan struct{}),
 		writerEnd: make(chan struct{}), stmts: map[string]*sql.Stmt{}, uncached: map[string]bool{},
-		ckKick: make(chan struct{}, 1), ckEnd: make(chan struct{})}
+		ckKick: make(chan struct{}, 1), ckEnd: make(chan struct{}), blobDir: filepath.Join(filepath.Dir(path), "blobs")}
 	s.checkpointEvery.Store(int64(defaultCheckpointEvery))
 	go s.writer()
 	go s.checkpointer()

@@ -118,14 +118,13 @@ type TagKey struct{ Name, Value string }
 // IndexedTags lists the tags tag filters (#e, #p, #h, ...) match on, each pair once, after clean
 // (which maps a value to what the backend can store; nil keeps it). Saving and purging an event
 // both derive its tag rows here, so a purge finds exactly the rows the save wrote.
+//
+// A NIP-92 imeta tag's file hash is indexed as an x tag (NIP-94's name for it): the relay finds
+// the events that make a stored blob readable with #x (blobs.go in internal/relay).
 func IndexedTags(tags nostr.Tags, clean func(string) string) []TagKey {
 	var out []TagKey
 	seen := map[TagKey]bool{}
-	for _, tag := range tags {
-		if len(tag) < 2 || len(tag[0]) != 1 {
-			continue
-		}
-		k := TagKey{tag[0], tag[1]}
+	add := func(k TagKey) {
 		if clean != nil {
 			k = TagKey{clean(k.Name), clean(k.Value)}
 		}
@@ -133,6 +132,15 @@ func IndexedTags(tags nostr.Tags, clean func(string) string) []TagKey {
 			seen[k] = true
 			out = append(out, k)
 		}
+	}
+	for _, tag := range tags {
+		if len(tag) < 2 || len(tag[0]) != 1 {
+			continue
+		}
+		add(TagKey{tag[0], tag[1]})
+	}
+	for _, h := range protocol.ImetaHashes(tags) {
+		add(TagKey{"x", h})
 	}
 	return out
 }
