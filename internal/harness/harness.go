@@ -90,6 +90,10 @@ type Harness struct {
 	turnEnds turnEnds
 	// heartbeatBusy: a heartbeat prompt is running (at most one at a time).
 	heartbeatBusy bool
+	metrics       *opsMetrics // Prometheus (metrics_prom.go)
+	budget        *budget     // --max-cost-per-day, --max-tokens-per-day (budget.go)
+	activeAt      time.Time   // the last moment the harness was not quiet (--exit-after-inactivity)
+	catchUp       catchUp     // history pages older than a subscription's limit (catchup.go)
 
 	inbox inbox // what goroutines report back to the loop
 
@@ -132,6 +136,8 @@ func New(cfg Config) (*Harness, error) {
 		chans:    newChannelTable(),
 		seen:     client.NewIDSet(20000),
 		siblings: newSiblingLookups(),
+		metrics:  newOpsMetrics(clk),
+		catchUp:  newCatchUp(),
 		inbox: inbox{
 			results:   make(chan turnResult, 64),
 			steers:    make(chan steerResult, 16),
@@ -145,6 +151,11 @@ func New(cfg Config) (*Harness, error) {
 		return nil, err
 	}
 	if h.jrnl, err = journal.Open(cfg.StateDir, pk, cfg.Logger); err != nil {
+		h.store.Close()
+		return nil, err
+	}
+	if h.budget, err = openBudget(&h.cfg, filepath.Join(cfg.StateDir, "budget-"+pk+".json"), clk, cfg.Logger); err != nil {
+		h.jrnl.Close()
 		h.store.Close()
 		return nil, err
 	}
@@ -165,6 +176,7 @@ func New(cfg Config) (*Harness, error) {
 		spawned: make(chan spawnResult, 64),
 	}
 	h.pool.record = newAgentRecord(agentsFile(cfg.StateDir, pk), h.log, cfg.stateWriteOpts...)
+	h.sessions.metrics = h.metrics
 	return h, nil
 }
 
@@ -179,11 +191,13 @@ func (h *Harness) Run(ctx context.Context) error {
 	defer h.jrnl.Close()
 	defer h.pool.record.close()
 	defer h.asker.close()
+	defer h.budget.close()
 	defer h.stop(cancel) // first: nothing may write the journal or the store once they close
 
 	h.turnEnds.since = h.clock.Now()
 	since := h.catchUpSince()
-	h.live = client.NewLive(client.LiveConfig{RelayURL: h.cfg.RelayURL, SecretKey: h.cfg.SecretKey, Logger: h.log})
+	h.live = client.NewLive(client.LiveConfig{RelayURL: h.cfg.RelayURL, SecretKey: h.cfg.SecretKey, Logger: h.log,
+		OnReady: h.metrics.relayReady})
 	liveErr := make(chan error, 1)
 	// The socket outlives the run's context by the offline presence at shutdown (see stop).
 	liveCtx, stopLive := context.WithCancel(context.WithoutCancel(ctx))
@@ -214,19 +228,24 @@ func (h *Harness) Run(ctx context.Context) error {
 	h.replayJournal(ctx)
 	h.log.Info("buzz-acp ready", "agent", h.agent, "channels", len(h.chans.byID), "relay", h.cfg.RelayURL, "procs", runtime.GOMAXPROCS(0))
 	h.pool.startAll(ctx)
+	h.activeAt = h.clock.Now()
 	return h.serve(ctx, liveErr)
 }
 
 // catchUpSince is where subscriptions start: everything since the last event the journal saw (a
 // little before it, as created_at has one-second resolution), so mentions sent while we were
-// down are answered; now on a first start. It is taken before connecting.
+// down are answered; now on a first start. BUZZ_ACP_REPLAY_FLOOR (Config.ReplayFloor) moves it
+// back to that moment when that is earlier: the mention that woke a scaled-to-zero harness was
+// sent before it started. It is taken before connecting.
 func (h *Harness) catchUpSince() time.Time {
 	now := h.clock.Now()
-	w := h.jrnl.Watermark()
-	if w <= 0 {
-		return now
+	since := now
+	if w := h.jrnl.Watermark(); w > 0 {
+		since = time.Unix(w-5, 0)
 	}
-	since := time.Unix(w-5, 0)
+	if f := h.cfg.ReplayFloor; !f.IsZero() && f.Before(since) {
+		since = f
+	}
 	if oldest := now.Add(-maxCatchUp); since.Before(oldest) {
 		since = oldest
 	}
@@ -250,6 +269,7 @@ func (h *Harness) serve(ctx context.Context, liveErr <-chan error) error {
 	}
 	for {
 		h.dispatch(ctx)
+		h.wakeForWork(ctx)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -272,13 +292,18 @@ func (h *Harness) serve(ctx context.Context, liveErr <-chan error) error {
 			h.applyMembership(m)
 		case sc := <-h.siblings.done:
 			h.finishSiblingLookup(ctx, sc)
+		case p := <-h.catchUp.pages:
+			h.takePage(ctx, p)
 		case now := <-tick.C():
 			// Once a second, one REQ per changed channel group: a burst of joins (a flood of
 			// adds) costs the relay one query per group, not one per join. Each channel's
 			// since covers the wait.
 			h.flushSubs()
 			h.pool.maintain(ctx, h.convs)
+			h.sleepIdle(now)
 			h.keepTyping(now)
+			h.checkInactivity(now)
+			h.publishSnapshot()
 		case <-heartbeats:
 			h.heartbeat(ctx)
 		case <-h.inbox.wake:

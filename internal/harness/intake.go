@@ -50,6 +50,9 @@ func (h *Harness) handleEvent(ctx context.Context, ev *nostr.Event) {
 
 // accept makes an event that passed the gate durable, queues it and acknowledges it.
 func (h *Harness) accept(ctx context.Context, c *channel, ev *nostr.Event) {
+	if h.overBudget(ctx, c, ev) {
+		return
+	}
 	chID := c.ID
 	// Journal before acknowledging: an event we cannot make durable is not accepted (the relay
 	// will offer it again after a reconnect).

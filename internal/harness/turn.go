@@ -184,6 +184,7 @@ func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 	h.feed.emit(in, observer.Prompt{SessionID: sess.ID, Blocks: rendered.Blocks})
 	in.live.session.Store(&sess.ID) // from here a native steer can reach this turn
 
+	h.metrics.prompted(h.clock.Now(), in.batch)
 	res, err := in.proc.Prompt(ctx, sess.ID, blocks, h.cfg.promptOptions())
 	dur := h.clock.Now().Sub(start)
 	if err != nil && isTransport(err) && ctx.Err() == nil {
@@ -263,6 +264,7 @@ func (h *Harness) finishTurn(ctx context.Context, r turnResult) {
 	absorbSteered(&r, t)
 	h.publishTurnMetric(ctx, r)
 	outcome := decideOutcome(r, h.chans.gone(k.Channel))
+	h.metrics.turnEnded(outcome)
 	if outcome != turnMerged {
 		h.ack.finished(r.in.batch.IDs()...) // the conversation's work goes on after a merge: its 👀 stay
 	}
