@@ -55,10 +55,10 @@ type sessionFeed interface {
 // when the agent can (session/resume, else session/load) and otherwise creates one (then runs
 // goose's system-prompt probe and --initial-message). It runs on turn goroutines.
 type sessionOpener struct {
-	cfg   *Config
-	store *sessionstore.Store
-	relay *relayClient
-	feed  sessionFeed
+	cfg     *Config
+	store   *sessionstore.Store
+	relay   *relayClient
+	feed    sessionFeed
 	log     *slog.Logger
 	clock   clock.Clock
 	metrics *opsMetrics
