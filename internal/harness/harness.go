@@ -300,9 +300,11 @@ func (h *Harness) serve(ctx context.Context, liveErr <-chan error) error {
 			// since covers the wait.
 			h.flushSubs()
 			h.pool.maintain(ctx, h.convs)
-			h.sleepIdle(now)
 			h.keepTyping(now)
-			h.checkInactivity(now)
+			// The clock's time, not the tick's: a tick a slow loop missed is dropped, and the
+			// one it gets may be stale.
+			h.sleepIdle(h.clock.Now())
+			h.checkInactivity(h.clock.Now())
 			h.publishSnapshot()
 		case <-heartbeats:
 			h.heartbeat(ctx)
