@@ -42,7 +42,8 @@ type slot struct {
 	attempt   int
 	// asleep: no process, and none is started until work waits for one (pools.go).
 	asleep bool
-	// usedAt is when the slot was last claimed or seen busy: --idle-pool-sleep counts from it.
+	// usedAt is when the slot's last turn or heartbeat ended (or it started): --idle-pool-sleep
+	// counts from it.
 	usedAt time.Time
 	// respawn: the next start replaces a process that crashed or failed to start.
 	respawn bool
@@ -259,15 +260,11 @@ func (p *pool) claim(convs *conversations, k convKey) *slot {
 			continue
 		}
 		if _, ok := held[s]; ok {
-			first = s
-			break
+			return s
 		}
 		if first == nil {
 			first = s
 		}
-	}
-	if first != nil {
-		first.usedAt = p.clock.Now()
 	}
 	return first
 }

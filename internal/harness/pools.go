@@ -77,11 +77,7 @@ func (t *conversations) readyCount(now time.Time) int {
 // the session store. The process is shut down politely off the loop.
 func (h *Harness) sleepIdle(now time.Time) {
 	for _, s := range h.pool.slots {
-		if s.busy {
-			s.usedAt = now // a long turn: idle counts from its end, not its start
-			continue
-		}
-		if h.cfg.IdlePoolSleep <= 0 || !s.ready || now.Sub(s.usedAt) < h.cfg.IdlePoolSleep || h.questionsOn(s) {
+		if h.cfg.IdlePoolSleep <= 0 || s.busy || !s.ready || now.Sub(s.usedAt) < h.cfg.IdlePoolSleep || h.questionsOn(s) {
 			continue
 		}
 		proc := s.proc

@@ -42,23 +42,3 @@ func TestIdleSleepNeverStopsAnAgentWithATurnInFlightOrAQuestionOpen(t *testing.T
 		t.Fatal("the idle agent was not put to sleep")
 	}
 }
-
-func TestIdleSleepCountsFromTheEndOfALongTurn(t *testing.T) {
-	clk := clock.NewFake(t0)
-	h, slots := sleepyHarness(t, clk)
-	s := slots[0]
-	s.busy = true
-	clk.Advance(10 * time.Minute)
-	h.sleepIdle(clk.Now()) // the loop's tick sees it busy
-	s.busy = false
-	clk.Advance(30 * time.Second)
-	h.sleepIdle(clk.Now())
-	if s.asleep {
-		t.Fatal("slept 30 s after a ten-minute turn ended, want a full --idle-pool-sleep")
-	}
-	clk.Advance(30 * time.Second)
-	h.sleepIdle(clk.Now())
-	if !s.asleep {
-		t.Fatal("not asleep a full minute after its turn")
-	}
-}

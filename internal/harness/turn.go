@@ -268,7 +268,7 @@ func (h *Harness) finishTurn(ctx context.Context, r turnResult) {
 	if outcome != turnMerged {
 		h.ack.finished(r.in.batch.IDs()...) // the conversation's work goes on after a merge: its 👀 stay
 	}
-	s.busy = false
+	s.busy, s.usedAt = false, h.clock.Now()
 	if r.gooseProbe != ProbeUnknown {
 		s.ident.GooseProbe = r.gooseProbe
 	}
