@@ -286,7 +286,8 @@ func (o *options) operations() error {
 		return errors.New("--max-tokens-per-day / BUZZ_ACP_MAX_TOKENS_PER_DAY must be 0 (no cap) or more")
 	}
 	if o.metricsAddr != "" {
-		if _, _, err := net.SplitHostPort(metricsListenAddr(o.metricsAddr)); err != nil {
+		_, port, err := net.SplitHostPort(metricsListenAddr(o.metricsAddr))
+		if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
 			return fmt.Errorf("--metrics-addr / BUZZ_ACP_METRICS_ADDR: %q is not host:port or :port", o.metricsAddr)
 		}
 	}

@@ -2,10 +2,12 @@ package harness
 
 import (
 	"context"
+	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/buzz-harness/buzz/internal/client"
+	"github.com/buzz-harness/buzz/internal/clock"
 	"github.com/buzz-harness/buzz/internal/observer"
 	"github.com/buzz-harness/buzz/internal/protocol"
 )
@@ -23,6 +25,14 @@ var catchUpPage = 500
 
 // maxCatchUpPages bounds one filter's paging (catchUpPage × this events).
 const maxCatchUpPages = 1000
+
+// A history query may take catchUpTimeout (a relay busy with the same catch-up from many
+// harnesses is slow, not gone); a failed one is tried again after a backoff up to catchUpRetryCap,
+// for as long as the run lasts: giving up would leave the older mentions unanswered.
+const (
+	catchUpTimeout  = 30 * time.Second
+	catchUpRetryCap = 30 * time.Second
+)
 
 // catchUp is where the pagers hand their pages to the loop.
 type catchUp struct {
@@ -45,14 +55,9 @@ func (h *Harness) pageOlder(ctx context.Context, sub string, filters []client.Fi
 func (h *Harness) pageBack(ctx context.Context, f client.Filter) {
 	f.Limit = catchUpPage
 	for n := 0; n < maxCatchUpPages; n++ {
-		qctx, cancel := context.WithTimeout(ctx, fetchTimeout)
-		evs, err := h.relay.bridge.Query(qctx, f)
-		cancel()
+		evs, err := h.historyPage(ctx, f)
 		if err != nil {
-			if ctx.Err() == nil {
-				h.log.Error("catch-up query failed; older events are not fetched", "err", err)
-			}
-			return
+			return // the run is over
 		}
 		if checked := verified(evs); len(checked) > 0 {
 			select {
@@ -69,6 +74,24 @@ func (h *Harness) pageBack(ctx context.Context, f client.Filter) {
 		f.Until, f.BeforeID = &until, last.ID
 	}
 	h.log.Warn("catch-up stopped at its page bound", "pages", maxCatchUpPages)
+}
+
+// historyPage runs one history query, trying again with backoff until it works or ctx ends.
+func (h *Harness) historyPage(ctx context.Context, f client.Filter) ([]nostr.Event, error) {
+	for wait := time.Second; ; wait = min(2*wait, catchUpRetryCap) {
+		qctx, cancel := context.WithTimeout(ctx, catchUpTimeout)
+		evs, err := h.relay.bridge.Query(qctx, f)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return evs, err
+		}
+		h.log.Warn("catch-up query failed; trying again", "err", err, "in", wait)
+		select {
+		case <-clock.After(h.clock, wait):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 }
 
 // verified keeps the events whose id and signature check (the live session checks its own; the

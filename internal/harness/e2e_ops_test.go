@@ -2,10 +2,13 @@ package harness_test
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -221,7 +224,7 @@ func TestSpendCapWarnsTheOwnerThenAnswersWithANoticeUntilRaised(t *testing.T) {
 	}
 	second := s.mention(s.ownerSK, "spend past the cap") // $0.85 < $1: still answered
 	s.waitReply(second.ID)
-	s.waitLog("turn done", 20*time.Second)
+	s.waitSpend(1.7)
 
 	// Kept across a restart: the next mention gets the notice, not a turn.
 	s.kill()
@@ -247,6 +250,27 @@ func TestSpendCapWarnsTheOwnerThenAnswersWithANoticeUntilRaised(t *testing.T) {
 	s.waitPrompted(after.ID)
 	if n := len(s.methods("session/prompt")); n != prompts+1 {
 		t.Fatalf("%d prompts since the restart, want only the one after !budget", n-prompts)
+	}
+}
+
+// waitSpend waits until the spend record on disk says usd today: written by its own writer
+// moments after the turn, so a SIGKILL just after the reply could find it a turn behind.
+func (s *stack) waitSpend(usd float64) {
+	s.t.Helper()
+	path := filepath.Join(s.stateDir, "budget-"+s.agentPK+".json")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var day struct {
+			CostUSD float64 `json:"costUsd"`
+		}
+		raw, _ := os.ReadFile(path)
+		if json.Unmarshal(raw, &day) == nil && day.CostUSD == usd {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("spend record %s says %s, want $%v", path, raw, usd)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"sync"
+	"testing"
+	"time"
 )
 
 // Output collects a subprocess's stdout and stderr; tests read it while the process runs.
@@ -34,4 +36,16 @@ func (o *Output) Lines(substr string) []string {
 		}
 	}
 	return out
+}
+
+// WaitLines waits until n lines written so far contain substr, failing t after timeout.
+func (o *Output) WaitLines(t testing.TB, substr string, n int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for len(o.Lines(substr)) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d lines with %q, want %d; output:\n%s", len(o.Lines(substr)), substr, n, o.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
