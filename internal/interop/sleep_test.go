@@ -58,8 +58,9 @@ func TestClaudeAgentACPWokenFromSleepReloadsItsSession(t *testing.T) {
 	if n := len(sent(lines, "session/load")) + len(sent(lines, "session/resume")); n != 1 {
 		t.Fatalf("%d session/load or session/resume, want 1", n)
 	}
-	t.Logf("agents=%d buzz-acp RSS %d → %d KiB, tree %d → %d KiB (awake → asleep); slept agent mention → prompt %v",
-		agents, selfAwake, selfAsleep, treeAwake, treeAsleep, promptDelay(t, s.activity, second.ID).Round(time.Millisecond))
+	t.Logf("agents=%d buzz-acp RSS %d → %d KiB, tree %d → %d KiB (awake → asleep); mention → prompt: awake agent, new session %v; slept agent %v",
+		agents, selfAwake, selfAsleep, treeAwake, treeAsleep, promptDelay(t, s.activity, first.ID).Round(time.Millisecond),
+		promptDelay(t, s.activity, second.ID).Round(time.Millisecond))
 }
 
 
