@@ -63,7 +63,6 @@ func TestClaudeAgentACPWokenFromSleepReloadsItsSession(t *testing.T) {
 		promptDelay(t, s.activity, second.ID).Round(time.Millisecond))
 }
 
-
 // promptDelay is, from an activity log, the time from event id's arrival to the session/prompt
 // carrying it being written to the agent.
 func promptDelay(t *testing.T, file, id string) time.Duration {
