@@ -31,6 +31,7 @@ import (
 	"github.com/buzz-harness/buzz/internal/prompt"
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/protocol/ownerauth"
+	"github.com/buzz-harness/buzz/internal/subrules"
 )
 
 // Version is stamped by the build; "dev" otherwise.
@@ -90,6 +91,13 @@ type options struct {
 	replayFloor                                    int64
 	maxCostPerDay                                  float64
 	maxTokensPerDay                                int64
+	subscribe, rulesFile                           string
+	kindsGiven                                     bool // --kinds or BUZZ_ACP_KINDS was set
+	heartbeatAlways                                bool
+	// The reply safety net and thread follow (harness reply.go, follow.go).
+	publishResponse string
+	threadFollow    bool
+	threadFollowTTL int
 }
 
 // Command returns the buzz-acp root command.
@@ -107,6 +115,7 @@ func Command() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Under `buzz acp` the default agent is also this program: `buzz agent`.
 			o.selfAgent = cmd.HasParent()
+			o.kindsGiven = cmd.Flags().Changed("kinds") || strings.TrimSpace(os.Getenv("BUZZ_ACP_KINDS")) != ""
 			cfg, err := o.config(cmd.ErrOrStderr())
 			if err != nil {
 				return err
@@ -137,6 +146,9 @@ func Command() *cobra.Command {
 	f.String(&o.kinds, "kinds", "BUZZ_ACP_KINDS", DefaultKinds, "event kinds to subscribe to, comma-separated")
 	f.String(&o.channels, "channels", "BUZZ_ACP_CHANNELS", "", "only these channel ids (comma-separated); default all member channels")
 	f.Bool(&o.noMentionFilter, "no-mention-filter", "BUZZ_ACP_NO_MENTION_FILTER", "receive every event, not only those mentioning the agent")
+	f.String(&o.subscribe, "subscribe", "BUZZ_ACP_SUBSCRIBE", "mentions", "what the agent listens to: mentions (--kinds, --no-mention-filter), all (every event of --kinds, or of any kind), or config (the rules of --config)")
+	f.String(&o.rulesFile, "config", "BUZZ_ACP_CONFIG", "./buzz-acp.toml", "with --subscribe config: the TOML file of [[rules]] (name, channels, kinds, require_mention, filter, prompt_tag)")
+	f.Bool(&o.heartbeatAlways, "heartbeat-always", "BUZZ_ACP_HEARTBEAT_ALWAYS", "prompt on every heartbeat tick, even when nothing is new for the agent")
 	f.Int(&o.contextLimit, "context-message-limit", "BUZZ_ACP_CONTEXT_MESSAGE_LIMIT", DefaultContextMessageLimit, "thread/conversation messages included in a prompt (0–100)")
 	f.Int(&o.maxTurnsPerSession, "max-turns-per-session", "BUZZ_ACP_MAX_TURNS_PER_SESSION", 0, "rotate a channel's session after this many turns (0 = never)")
 	f.String(&o.sessionTitle, "session-title", "BUZZ_ACP_SESSION_TITLE", "", "agent display name used in _meta.sessionTitle")
@@ -169,6 +181,10 @@ func Command() *cobra.Command {
 	f.String(&o.model, "model", "BUZZ_ACP_MODEL", "", "model id to switch every session to, if the agent offers it (default: the agent's own)")
 	f.String(&o.permissionMode, "permission-mode", "BUZZ_ACP_PERMISSION_MODE", "", "permission mode for every session, if the agent offers it: default, auto, acceptEdits, bypassPermissions, dontAsk, plan (kebab-case accepted; default: the agent's own)")
 	f.String(&o.effortLevel, "effort-level", "BUZZ_ACP_EFFORT_LEVEL", "", "effort (thought level) for every session, e.g. low, medium, high, if the agent offers it")
+	f.String(&o.publishResponse, "publish-response", "BUZZ_ACP_PUBLISH_RESPONSE", "fallback", "when a person's mention got no visible answer: fallback (post the agent's final text as its reply) or off (post only a notice saying why)")
+	cmd.Flags().BoolVar(&o.threadFollow, "thread-follow", true, "after the agent replied in a thread, answer later messages there without an @mention (--thread-follow=false turns it off)")
+	cmdflag.Bind(cmd.Flags(), "thread-follow", "BUZZ_ACP_THREAD_FOLLOW")
+	f.Int(&o.threadFollowTTL, "thread-follow-ttl-secs", "BUZZ_ACP_THREAD_FOLLOW_TTL_SECS", 86400, "follow a thread this many seconds after the agent's last reply there")
 	f.String(&o.logLevel, "log-level", "BUZZ_ACP_LOG_LEVEL", "info", "debug, info, warn or error")
 	f.String(&o.metricsAddr, "metrics-addr", "BUZZ_ACP_METRICS_ADDR", "", "serve Prometheus metrics at /metrics on this address (a bare :port is loopback; default: off)")
 	f.Bool(&o.lazyPool, "lazy-pool", "BUZZ_ACP_LAZY_POOL", "start agent processes only when a mention waits for one")
@@ -238,6 +254,7 @@ func (o *options) harnessConfig(sk string, logger *slog.Logger) harness.Config {
 		InitialMessage:                o.initialMessage,
 		Memory:                        !o.noMemory,
 		HeartbeatInterval:             time.Duration(o.heartbeatInterval) * time.Second,
+		HeartbeatAlways:               o.heartbeatAlways,
 		NoResumeSessions:              o.noResumeSessions,
 		NoReactions:                   o.noReactions,
 		NoTyping:                      o.noTyping,
@@ -255,6 +272,9 @@ func (o *options) harnessConfig(sk string, logger *slog.Logger) harness.Config {
 		EffortLevel:                   strings.TrimSpace(o.effortLevel),
 		SystemPrompt:                  o.systemPrompt,
 		HeartbeatPrompt:               o.heartbeatPrompt,
+		PublishResponse:               harness.PublishResponse(o.publishResponse),
+		NoThreadFollow:                !o.threadFollow,
+		ThreadFollowTTL:               time.Duration(o.threadFollowTTL) * time.Second,
 		LazyPool:                      o.lazyPool,
 		IdlePoolSleep:                 time.Duration(o.idlePoolSleep) * time.Second,
 		ExitAfterInactivity:           time.Duration(o.exitAfterInactivity) * time.Second,
@@ -294,7 +314,9 @@ func (o *options) operations() error {
 	return nil
 }
 
-// agentSettings checks how the agent's permission requests are answered and in which mode.
+
+// agentSettings checks how the agent's permission requests are answered, in which mode, and how
+// long a followed thread stays followed.
 func (o *options) agentSettings(cfg *harness.Config) error {
 	if cfg.PermissionMode != "" {
 		var err error
@@ -304,6 +326,9 @@ func (o *options) agentSettings(cfg *harness.Config) error {
 	}
 	if _, err := harness.ParsePermissions(o.permissions); err != nil {
 		return err
+	}
+	if o.threadFollowTTL < 0 {
+		return fmt.Errorf("--thread-follow-ttl-secs must be at least 1, got %d", o.threadFollowTTL)
 	}
 	return nil
 }
@@ -351,6 +376,23 @@ func (o *options) scope(cfg *harness.Config) error {
 		}
 		cfg.Kinds = append(cfg.Kinds, n)
 	}
+	mode, err := subrules.ParseMode(o.subscribe)
+	if err != nil {
+		return err
+	}
+	switch mode {
+	case subrules.ModeAll:
+		var kinds []int // any kind, unless --kinds says which
+		if o.kindsGiven {
+			kinds = cfg.Kinds
+		}
+		cfg.Rules = subrules.ForMode(mode, kinds, false)
+	case subrules.ModeConfig:
+		// The rules say which channels and kinds; load reads them. Upstream ignores these flags
+		// in config mode, with a warning (given in load, once the logger is set up).
+		cfg.Kinds, cfg.NoMentionFilter = nil, false
+		return nil
+	}
 	if o.channels != "" {
 		cfg.Channels = map[string]bool{}
 		for _, c := range cmdflag.List(o.channels) {
@@ -367,6 +409,14 @@ func (o *options) scope(cfg *harness.Config) error {
 // directories, the prompt files and the MCP servers file. It reads; it creates nothing.
 func (o *options) load(cfg *harness.Config) error {
 	var err error
+	if o.subscribe == string(subrules.ModeConfig) {
+		if cfg.Rules, err = loadRules(o.rulesFile, cfg.Logger); err != nil {
+			return fmt.Errorf("--config %s: %w", o.rulesFile, err)
+		}
+		if o.kindsGiven || o.channels != "" || o.noMentionFilter {
+			cfg.Logger.Warn("--subscribe config: --kinds, --channels and --no-mention-filter are ignored; the rules decide")
+		}
+	}
 	if o.mcpServers != "" {
 		if cfg.MCPServers, err = mcpconfig.Load(o.mcpServers); err != nil {
 			return fmt.Errorf("--mcp-servers %s: %w", o.mcpServers, err)
@@ -599,3 +649,12 @@ func secs(n, floor int) time.Duration {
 
 // relayList is every relay the harness may connect to.
 func relayList(cfg harness.Config) []string { return client.SplitRelayURLs(cfg.RelayURL) }
+
+// loadRules reads the --config rules file (at most 1 MB).
+func loadRules(path string, log *slog.Logger) (*subrules.Set, error) {
+	data, err := readText(path, 1<<20)
+	if err != nil {
+		return nil, err
+	}
+	return subrules.Parse([]byte(data), func(rule, msg string) { log.Warn("subscription rule", "rule", rule, "problem", msg) })
+}

@@ -108,7 +108,7 @@ func newRoot(stdio IO) (*cobra.Command, *app) {
 	pf.Int(&a.timeoutSecs, "timeout", "BUZZ_TIMEOUT_SECS", defaultTimeoutSecs, "seconds one relay request may take")
 	pf.Int(&a.connectSecs, "connect-timeout", "BUZZ_CONNECT_TIMEOUT_SECS", defaultConnectTimeout, "seconds to connect to the relay")
 
-	root.AddCommand(a.keysCommand(), a.channelsCommand(), a.messagesCommand(), a.usersCommand(),
+	root.AddCommand(a.keysCommand(), a.channelsCommand(), a.messagesCommand(), a.usersCommand(), a.remindersCommand(),
 		a.reactionsCommand(), a.canvasCommand(), a.memCommand(), a.mcpCommand(), a.feedCommand(), a.dmsCommand())
 	// buzz up and the standalone binaries' commands (under their short names) take none of the
 	// CLI's global flags, so their help does not list them.

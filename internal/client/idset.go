@@ -27,6 +27,13 @@ func (s *IDSet) Add(id string) bool {
 	return true
 }
 
+// Has reports whether id was seen recently.
+func (s *IDSet) Has(id string) bool {
+	_, cur := s.cur[id]
+	_, prev := s.prev[id]
+	return cur || prev
+}
+
 // Forget removes id, so the event counts as new when it is offered again.
 func (s *IDSet) Forget(id string) {
 	delete(s.cur, id)

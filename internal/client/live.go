@@ -790,7 +790,8 @@ func (l *Live) handleEvent(ctx context.Context, msg relayMessage) error {
 		s.countStored(ev) // before dedup: the relay's limit counted it
 	}
 	l.mu.Unlock()
-	if !l.seen.Add(ev.ID) {
+	// A NIP-ER reminder comes again when it falls due (a due signal): by design the same id.
+	if !l.seen.Add(ev.ID) && ev.Kind != protocol.KindPrivateReminder {
 		return nil
 	}
 	if err := l.deliver(ctx, Incoming{SubID: msg.subID, Event: ev, Received: received}); err != nil {

@@ -28,7 +28,8 @@ const (
 	liveSubID       = "console-messages"
 )
 
-var chatKinds = []int{protocol.KindStreamMessage, protocol.KindStreamMessageV2}
+// chatKinds are shown as messages: chat, and a forum's posts and comments.
+var chatKinds = []int{protocol.KindStreamMessage, protocol.KindStreamMessageV2, protocol.KindForumPost, protocol.KindForumComment}
 
 type person struct {
 	Pubkey  string `json:"pubkey"`
@@ -42,6 +43,7 @@ type person struct {
 type channelInfo struct {
 	ID      string   `json:"id"`
 	Name    string   `json:"name"`
+	Type    string   `json:"type"` // stream or forum (dm: a DM)
 	Members []person `json:"members"`
 	// Home marks the stack's own #general; anyone can name a channel "general".
 	Home bool `json:"home,omitempty"`
@@ -53,6 +55,7 @@ type channelInfo struct {
 type message struct {
 	ID        string   `json:"id"`
 	Channel   string   `json:"channel"`
+	Kind      int      `json:"kind"`
 	Pubkey    string   `json:"pubkey"`
 	Name      string   `json:"name"`
 	Content   string   `json:"content"`
@@ -299,7 +302,7 @@ func (c *chat) state(ctx context.Context) (stateResp, error) {
 		if meta.Archived {
 			continue
 		}
-		ci := channelInfo{ID: meta.ID, Name: meta.Name, Members: []person{}, Owners: []person{}, Home: meta.ID == c.home}
+		ci := channelInfo{ID: meta.ID, Name: meta.Name, Type: meta.Type, Members: []person{}, Owners: []person{}, Home: meta.ID == c.home}
 		for _, m := range members[meta.ID] {
 			p := c.person(m.Pubkey)
 			p.Role = m.Role
@@ -430,6 +433,10 @@ func (c *chat) send(ctx context.Context, req postReq) (message, error) {
 	if len(req.Content) > maxContentBytes || !utf8.ValidString(req.Content) {
 		return message{}, &badRequest{"message must be valid UTF-8 of at most 64 KiB"}
 	}
+	kind, err := c.postKind(ctx, ch, req.ReplyTo != "")
+	if err != nil {
+		return message{}, err
+	}
 	tags := nostr.Tags{{"h", ch}}
 	if req.ReplyTo != "" {
 		parentID := strings.ToLower(strings.TrimSpace(req.ReplyTo))
@@ -465,7 +472,7 @@ func (c *chat) send(ctx context.Context, req postReq) (message, error) {
 	for _, pk := range mentioned {
 		tags = append(tags, nostr.Tag{"p", pk})
 	}
-	ev := &nostr.Event{Kind: protocol.KindStreamMessage, Content: req.Content, Tags: tags, CreatedAt: nostr.Now()}
+	ev := &nostr.Event{Kind: kind, Content: req.Content, Tags: tags, CreatedAt: nostr.Now()}
 	res, err := c.bridge.Publish(ctx, ev)
 	if err != nil {
 		return message{}, err
@@ -474,6 +481,24 @@ func (c *chat) send(ctx context.Context, req postReq) (message, error) {
 		return message{}, &badRequest{"relay refused the message: " + res.Message}
 	}
 	return c.toMessage(ctx, ev, ch), nil
+}
+
+// postKind is what the composer posts in ch: chat, or in a forum a post (45001) and, in a
+// thread, a comment (45003).
+func (c *chat) postKind(ctx context.Context, ch string, reply bool) (int, error) {
+	evs, err := c.bridge.Query(ctx, client.F(nostr.Filter{Kinds: []int{protocol.KindGroupMetadata}, Tags: nostr.TagMap{"d": {ch}}, Limit: 1})...)
+	if err != nil {
+		return 0, err
+	}
+	for _, ev := range protocol.NewestByD(evs) {
+		if protocol.ParseChannelMeta(&ev).Type == protocol.TypeForum {
+			if reply {
+				return protocol.KindForumComment, nil
+			}
+			return protocol.KindForumPost, nil
+		}
+	}
+	return protocol.KindStreamMessage, nil
 }
 
 // memberNames maps each member's profile name to their pubkey.
@@ -606,7 +631,7 @@ func (c *chat) toMessage(ctx context.Context, ev *nostr.Event, ch string) messag
 	}
 	th := protocol.ParseThread(ev.Tags)
 	m := message{
-		ID: ev.ID, Channel: ch, Pubkey: ev.PubKey, Content: ev.Content, CreatedAt: int64(ev.CreatedAt),
+		ID: ev.ID, Channel: ch, Kind: ev.Kind, Pubkey: ev.PubKey, Content: ev.Content, CreatedAt: int64(ev.CreatedAt),
 		Root: th.Root, Parent: th.Parent, Mentions: protocol.Mentions(ev.Tags),
 		IsAgent: ev.PubKey == c.agent, IsOwner: ev.PubKey == c.owner,
 		Permission: ev.PubKey == c.agent && protocol.IsPermissionRequest(ev.Tags),

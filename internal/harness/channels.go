@@ -34,6 +34,7 @@ type channelTable struct {
 	byID    map[string]*channel // subscribed channels
 	removed map[string]bool     // channels we were removed from while a turn ran
 	subs    subGroups           // the channels' group subscriptions
+	threads subGroups           // the followed threads' group subscriptions (follow.go)
 	lookups memberLookups       // membership lookups running off the loop
 }
 
@@ -42,6 +43,7 @@ func newChannelTable() channelTable {
 		byID:    map[string]*channel{},
 		removed: map[string]bool{},
 		subs:    newSubGroups(),
+		threads: subGroups{pfx: threadSubPfx, of: map[string]int{}},
 		lookups: memberLookups{started: map[string]int{}, done: make(chan membershipCheck, 16)},
 	}
 }
@@ -107,6 +109,10 @@ func channelFromMeta(m protocol.ChannelMeta) *channel {
 // subscribe starts listening on a channel from since (flushSubs sends the REQ). At the channel
 // cap only a channel the owner shares gets in, in place of one the owner does not share.
 func (h *Harness) subscribe(c *channel, since time.Time) {
+	if !h.cfg.Rules.Covers(c.ID) {
+		h.log.Info("no subscription rule covers the channel; not listening to it", "channel", c.ID, "name", c.Name)
+		return
+	}
 	if h.chans.byID[c.ID] == nil && len(h.chans.byID) >= maxChannels {
 		victim := ""
 		if c.OwnerShared {
@@ -128,20 +134,15 @@ func (h *Harness) subscribe(c *channel, since time.Time) {
 	h.log.Info("subscribed", "channel", c.ID, "name", c.Name, "type", c.Type)
 }
 
-// channelFilter is the live filter of a group of channels.
-func (h *Harness) channelFilter(ids []string) nostr.Filter {
-	f := nostr.Filter{Tags: nostr.TagMap{"h": ids}}
-	if len(h.cfg.Kinds) > 0 {
-		f.Kinds = h.cfg.Kinds
-	}
-	if !h.cfg.NoMentionFilter {
-		f.Tags["p"] = []string{h.agent}
-	}
-	return f
-}
+// channelFilter is the live filter of a group of channels: what the subscription rules listen
+// to there (listen.go).
+func (h *Harness) channelFilter(ids []string) nostr.Filter { return h.cfg.Rules.Filter(ids, h.agent) }
 
-// flushSubs sends the REQs of the channel groups that changed.
-func (h *Harness) flushSubs() { h.chans.subs.flush(h.live, h.channelFilter) }
+// flushSubs sends the REQs of the channel and thread groups that changed.
+func (h *Harness) flushSubs() {
+	h.chans.subs.flush(h.live, h.channelFilter)
+	h.chans.threads.flush(h.live, h.threadFilter)
+}
 
 // leave stops listening on a channel and forgets everything about it: queued events, the
 // remembered sessions, live sessions (a running turn's session is dropped when it returns).
@@ -157,6 +158,9 @@ func (h *Harness) leave(id, why string) {
 		h.done(ev.ID)
 	}
 	h.store.RemoveChannel(id)
+	if h.follows != nil {
+		h.unfollow(h.follows.remove(func(t followedThread) bool { return t.Channel == id }))
+	}
 	h.convs.inChannel(id, func(c *conversation) {
 		c.dropSessions()
 		c.settings, c.fresh, c.resumeRetried = agentSettings{}, false, false
@@ -183,6 +187,10 @@ func (h *Harness) handleIncoming(ctx context.Context, in client.Incoming) {
 	case in.Event == nil:
 	case in.SubID == subMembership:
 		h.handleMembership(ctx, in.Event)
+	case in.SubID == subReminders:
+		h.handleReminder(ctx, in.Event)
+	case in.SubID == subOwn:
+		h.ownMessage(in.Event)
 	default:
 		chID, _ := protocol.ChannelID(in.Event.Tags)
 		h.bus.Publish(observer.Scope{ChannelID: chID},

@@ -16,6 +16,7 @@ import (
 	"github.com/buzz-harness/buzz/internal/observer"
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/protocol/ownerauth"
+	"github.com/buzz-harness/buzz/internal/subrules"
 )
 
 // DefaultKinds are the event kinds a channel subscription asks for: stream messages, workflow
@@ -62,6 +63,9 @@ type Config struct {
 	Kinds           []int
 	NoMentionFilter bool
 	Channels        map[string]bool // restrict to these channel ids (nil = all)
+	// Rules decide which events of a channel the agent listens to, and their prompt tags
+	// (--subscribe, --config). nil: upstream's mentions rule, from Kinds and NoMentionFilter.
+	Rules *subrules.Set
 
 	ContextMessageLimit int
 	SessionTitle        string
@@ -74,6 +78,9 @@ type Config struct {
 
 	HeartbeatInterval time.Duration
 	HeartbeatPrompt   string
+	// HeartbeatAlways prompts on every tick; otherwise a tick with nothing new for the agent is
+	// skipped (heartbeat.go).
+	HeartbeatAlways bool
 
 	StateDir         string
 	NoResumeSessions bool
@@ -107,6 +114,15 @@ type Config struct {
 	MaxCachedConversationSessions int
 	// ConversationSessionIdleTTL closes a live session idle this long (default 30 min).
 	ConversationSessionIdleTTL time.Duration
+	// PublishResponse is the reply safety net (reply.go): on a silent turn, post the agent's final
+	// text (fallback, the default when empty) or only say why nothing came (off).
+	PublishResponse PublishResponse
+	// NoThreadFollow turns thread follow off (follow.go): by default, after the agent replied in
+	// a thread, later messages there start a turn without an @mention, for ThreadFollowTTL
+	// (default 24 h) since its last reply there.
+	NoThreadFollow  bool
+	ThreadFollowTTL time.Duration
+
 	// MCP servers every session is opened with: MCPCommand's server, which is handed the agent's
 	// relay, key and AuthTag (BUZZ_AUTH_TAG), then MCPServers (--mcp-servers) as written.
 	MCPCommand string
@@ -135,6 +151,14 @@ const (
 	PermissionsAllow Permissions = "allow" // allow_once
 	PermissionsDeny  Permissions = "deny"  // reject_once
 	PermissionsAsk   Permissions = "ask"   // ask the owner in the thread
+)
+
+// PublishResponse is what the harness does on a silent turn (--publish-response).
+type PublishResponse string
+
+const (
+	PublishOff      PublishResponse = "off"      // post nothing but the failure notice
+	PublishFallback PublishResponse = "fallback" // post the agent's final text as its reply
 )
 
 // ParsePermissions reads a --permissions value; "" is allow.
@@ -191,6 +215,9 @@ func (c *Config) Validate() error {
 	if len(c.Kinds) == 0 {
 		c.Kinds = DefaultKinds
 	}
+	if c.Rules == nil {
+		c.Rules = subrules.ForMode(subrules.ModeMentions, c.Kinds, c.NoMentionFilter)
+	}
 	if c.ContextMessageLimit < 0 || c.ContextMessageLimit > 100 {
 		return fmt.Errorf("--context-message-limit must be 0–100, got %d", c.ContextMessageLimit)
 	}
@@ -224,6 +251,19 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxCostPerDay < 0 || c.MaxTokensPerDay < 0 {
 		return errors.New("--max-cost-per-day and --max-tokens-per-day must be 0 (no cap) or more")
+	}
+	switch c.PublishResponse {
+	case "":
+		c.PublishResponse = PublishFallback
+	case PublishOff, PublishFallback:
+	default:
+		return fmt.Errorf("--publish-response must be off or fallback, got %q", c.PublishResponse)
+	}
+	if c.ThreadFollowTTL == 0 {
+		c.ThreadFollowTTL = DefaultThreadFollowTTL
+	}
+	if c.ThreadFollowTTL < time.Second {
+		return fmt.Errorf("--thread-follow-ttl-secs must be at least 1, got %s", c.ThreadFollowTTL)
 	}
 	if c.AgentCwd == "" || !filepath.IsAbs(c.AgentCwd) {
 		return fmt.Errorf("--agent-cwd must be an absolute path, got %q", c.AgentCwd)

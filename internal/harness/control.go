@@ -175,7 +175,7 @@ func (h *Harness) ownerCommand(ctx context.Context, cmd OwnerCommand, c *channel
 		outcome["type"] = RowShutdown
 	case CmdStatus:
 		outcome["type"] = RowStatus
-		outcome["status"] = status(h.chans.byID, h.convs)
+		outcome["status"] = status(h.chans.byID, h.convs, h.replies)
 		outcome["spend"] = h.budget.status()
 	case CmdBudget:
 		h.budgetCommand(cmd.Value, outcome)
@@ -229,12 +229,13 @@ func threadTags(ev *nostr.Event) nostr.Tags {
 	return protocol.ReplyTags(root, ev.ID)
 }
 
-// status summarises queued and in-flight work per channel (over all its conversations).
-func status(channels map[string]*channel, convs *conversations) map[string]any {
+// status summarises queued and in-flight work per channel (over all its conversations), and the
+// silent turns so far (reply.go): how many, and for how many the agent's text was posted.
+func status(channels map[string]*channel, convs *conversations, replies replyCounts) map[string]any {
 	chans := map[string]any{}
 	for id := range channels {
 		n := convs.InFlight(id)
 		chans[id] = map[string]any{"queued": convs.Len(id), "in_flight": n > 0, "conversations_in_flight": n}
 	}
-	return map[string]any{"channels": chans}
+	return map[string]any{"channels": chans, "silent_turns": replies.silent, "fallbacks_published": replies.fallbacks}
 }

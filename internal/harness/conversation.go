@@ -39,6 +39,8 @@ type conversation struct {
 	// lastEnd is when the conversation's last turn ended, kept for sameSecondHold seconds: the
 	// same-second hold (turnEnds).
 	lastEnd time.Time
+	// check is the reply safety net looking at the last turn's batch (reply.go); nil when none.
+	check *answerCheck
 }
 
 // turn is the loop's handle on a running turn of a conversation. The turn goroutine only ever
@@ -51,6 +53,8 @@ type turn struct {
 	steerable bool      // initialize advertised _meta.steering.supported
 	startedAt time.Time // when the batch went in flight (its journal mark)
 	ownSecond bool      // no earlier turn of the conversation ended in startedAt's second
+	batch     *Batch    // what it answers
+	replied   bool      // an agent message answering batch came in (reply.go)
 	session   atomic.Pointer[string]
 
 	merge   *prompt.MergeReason // a cancel-and-merge was asked (interrupt wins over steer)
@@ -67,7 +71,7 @@ const sameSecondHold = 2 * time.Second
 // idle reports whether the conversation holds nothing worth keeping at now.
 func (c *conversation) idle(now time.Time) bool {
 	return c.turn == nil && c.q.idle() && len(c.sessions) == 0 && !c.resumeRetried && !c.fresh &&
-		c.settings == (agentSettings{}) && len(c.questions) == 0 && now.Sub(c.lastEnd) > sameSecondHold
+		c.settings == (agentSettings{}) && len(c.questions) == 0 && c.check == nil && now.Sub(c.lastEnd) > sameSecondHold
 }
 
 // conversations is the table of conversations, keyed by convKey. Only the loop uses it, and it

@@ -15,7 +15,7 @@ import (
 func TestHeartbeatSessionGetsBaseOnlyOnFirstTick(t *testing.T) {
 	s := newStack(t)
 	clk := clock.NewFake(time.Now())
-	cancel, _ := s.runInProcess(t, harness.Config{Clock: clk, HeartbeatInterval: 10 * time.Second, SystemPrompt: "You are Helper.", BasePrompt: prompt.DefaultBasePrompt()},
+	cancel, _ := s.runInProcess(t, harness.Config{Clock: clk, HeartbeatInterval: 10 * time.Second, HeartbeatAlways: true, SystemPrompt: "You are Helper.", BasePrompt: prompt.DefaultBasePrompt()},
 		"TESTAGENT_NO_CLI=1")
 	defer cancel()
 	s.waitLog("agent ready", 30*time.Second)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,15 +17,28 @@ import (
 
 // stallProxy forwards TCP between buzz-acp and the relay. pause stops reading what buzz-acp sends
 // on its open WebSocket connections, as a relay that stops reading would; the relay's traffic to
-// buzz-acp and every other connection (HTTP queries, the agent's CLI) still flow.
+// buzz-acp and every other connection (HTTP queries, the agent's CLI) still flow. swallow holds
+// back, for good, whatever buzz-acp sends that contains a marker (a publish that never arrives);
+// queries counts its HTTP queries.
 type stallProxy struct {
-	t      *testing.T
+	t      testing.TB
 	ln     net.Listener
 	target string
 
-	mu     sync.Mutex
-	ws     []*gate
-	closed bool
+	mu       sync.Mutex
+	ws       []*gate
+	closed   bool
+	marker   []byte        // swallow: bytes containing it are never forwarded
+	dropped  chan struct{} // closed by drop: the connections holding swallowed bytes close
+	held     int           // sends swallowed so far
+	queryLog []proxyQuery  // each POST /query that went upstream
+}
+
+// proxyQuery is one of buzz-acp's HTTP queries: when it went upstream, and the bytes it came in
+// (its request line, headers and, usually, its filters).
+type proxyQuery struct {
+	at    time.Time
+	bytes string
 }
 
 // gate holds a connection's upstream copy while closed.
@@ -42,7 +56,7 @@ func (g *gate) wait() {
 	}
 }
 
-func startStallProxy(t *testing.T, relayURL string) *stallProxy {
+func startStallProxy(t testing.TB, relayURL string) *stallProxy {
 	t.Helper()
 	target := strings.TrimPrefix(strings.TrimPrefix(relayURL, "http://"), "ws://")
 	_, port, err := net.SplitHostPort(target)
@@ -62,6 +76,7 @@ func startStallProxy(t *testing.T, relayURL string) *stallProxy {
 		p.closed = true
 		p.mu.Unlock()
 		p.resume()
+		p.drop()
 		ln.Close()
 	})
 	return p
@@ -105,6 +120,9 @@ func (p *stallProxy) upstream(c, up net.Conn) {
 			if g != nil {
 				g.wait()
 			}
+			if p.swallowed(buf[:n]) {
+				return
+			}
 			if _, err := up.Write(buf[:n]); err != nil {
 				return
 			}
@@ -113,6 +131,56 @@ func (p *stallProxy) upstream(c, up net.Conn) {
 			return
 		}
 	}
+}
+
+// swallowed reports whether b holds the swallow marker, then waits for drop; it also counts
+// the queries in b.
+func (p *stallProxy) swallowed(b []byte) bool {
+	p.mu.Lock()
+	for _, part := range bytes.Split(b, []byte("POST /query "))[1:] {
+		p.queryLog = append(p.queryLog, proxyQuery{at: time.Now(), bytes: string(part)})
+	}
+	hit := p.marker != nil && bytes.Contains(b, p.marker)
+	if hit {
+		p.held++
+	}
+	dropped := p.dropped
+	p.mu.Unlock()
+	if hit {
+		<-dropped
+	}
+	return hit
+}
+
+// swallow holds back everything buzz-acp sends that contains marker, until drop closes the
+// connections that carried it (the bytes never reach the relay).
+func (p *stallProxy) swallow(marker string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.marker, p.dropped = []byte(marker), make(chan struct{})
+}
+
+func (p *stallProxy) drop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.marker != nil {
+		p.marker = nil
+		close(p.dropped)
+	}
+}
+
+// swallowedCount is how many sends swallow has held back.
+func (p *stallProxy) swallowedCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.held
+}
+
+// queries are buzz-acp's HTTP queries, in order.
+func (p *stallProxy) queries() []proxyQuery {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.queryLog)
 }
 
 func (p *stallProxy) pause() {

@@ -11,12 +11,14 @@ import (
 
 // activity is the harness's side of the activity feed: what turns, sessions and agents did, as
 // observer events. It is also where every session/update from the agents arrives first, for the
-// bookkeeping that reads them (goose run ids, running costs). Any goroutine may use it.
+// bookkeeping that reads them (goose run ids, running costs, the turns' transcripts). Any
+// goroutine may use it.
 type activity struct {
 	bus    *observer.Bus
 	cwd    string // the agents' working directory, which the standing context names
 	costs  *costTracker
 	runIDs *runIDs
+	turns  *transcripts
 }
 
 // emit publishes a turn's event.
@@ -89,11 +91,12 @@ func cutNote(n int) string {
 	return fmt.Sprintf("… [%d bytes cut]", n-maxFeedText)
 }
 
-// onUpdate sees every session/update: first for goose's run ids and the running costs, then as
-// activity (replayed history marked).
+// onUpdate sees every session/update: first for goose's run ids, the running costs and the
+// prompting turn's transcript, then as activity (replayed history marked).
 func (h *activity) onUpdate(u acp.SessionUpdate) {
 	h.runIDs.observe(u)
 	h.costs.observe(u)
+	h.turns.observe(u)
 	h.bus.Publish(observer.Scope{SessionID: u.SessionID}, observer.AgentUpdate{Kind: u.Kind, Replay: u.Replay,
 		Text: clip(u.Text), ToolCallID: u.ToolCallID, Title: u.Title, Status: u.Status})
 }

@@ -19,15 +19,19 @@
 //	channels.go     the channel table: discovery, membership, leaving
 //	subs.go         channel subscriptions in groups (up to 100 channels per REQ)
 //	intake.go       an event's way in (gate, journal, queue) and the journal replay after a restart
-//	control.go      owner commands (!cancel, !rotate, !shutdown, !status, !model, !mode), author gate
+//	control.go      owner commands (!cancel, !rotate, !shutdown, !status, !model, !mode, !budget), author gate
 //	ownersettings.go !model / !mode: applying an owner's choice to a conversation's sessions
 //	siblings.go     NIP-OA sibling agents through the author gate
 //	steer.go        a new message while its conversation's turn runs: native steer, or cancel and merge
 //	turn.go         a turn: dispatch, run, decide its outcome, act on it; the same-second hold
+//	transcript.go   what a turn's agent wrote and which `buzz messages send` calls it made
+//	reply.go        the reply safety net: was the batch answered; the fallback reply or notice
+//	follow.go       thread follow: the followed threads, their subscriptions, the agent's own messages
 //	session.go      opening a session (resume, load or new) and the one builder of its parameters
 //	route.go        how standing context reaches each agent
 //	agentconfig.go  --model, --permission-mode, --effort-level: applying settings to a session
 //	pool.go         agent processes: spawn, respawn, circuit breaker, live-session bounds
+//	pools.go        pools that sleep: lazy start, idle sleep, wake on work, exit after inactivity
 //	reap.go         agents a previous harness left running, and the record that finds them
 //	heartbeat.go    scheduled prompts
 //	permask.go      --permissions ask: permission questions in the thread
@@ -35,6 +39,9 @@
 //	ack.go          acknowledgement: 👀 on accepted events, typing while a turn runs, presence
 //	feed.go         activity-feed events
 //	metrics.go      turn metrics (NIP-AM)
+//	metrics_prom.go Prometheus metrics (--metrics-addr) and the loop's snapshot for the gauges
+//	budget.go       daily spend caps (--max-cost-per-day, --max-tokens-per-day, !budget)
+//	catchup.go      paging back through history a subscription's limit left out
 //	notice.go       the failure notice
 //	addpolicy.go    the kind-10100 channel add policy
 //	quota.go        waits that providers name
@@ -87,9 +94,15 @@ type Harness struct {
 	feed     *activity      // the activity feed, and the agents' session/updates
 	costs    costTracker    // each ACP session's running cost (usage_update), for turn metrics
 	runIDs   runIDs         // goose's active run per session, for its steer method
+	turns    transcripts    // what each prompting turn's agent writes and sends (reply.go)
+	follows  *followSet     // the followed threads; nil with thread follow off
+	replies  replyCounts    // the safety net's silent turns, for !status
 	turnEnds turnEnds
-	// heartbeatBusy: a heartbeat prompt is running (at most one at a time).
+	// heartbeatBusy: a heartbeat prompt (or its look for news) is running (at most one at a time).
 	heartbeatBusy bool
+	// hbCursor is where the agent's view ends for heartbeats: the last heartbeat prompt, or the
+	// start (heartbeat_cursor.go).
+	hbCursor time.Time
 	metrics       *opsMetrics // Prometheus (metrics_prom.go)
 	budget        *budget     // --max-cost-per-day, --max-tokens-per-day (budget.go)
 	activeAt      time.Time   // the last moment the harness was not quiet (--exit-after-inactivity)
@@ -107,9 +120,11 @@ type Harness struct {
 // inbox is where the loop's goroutines report back.
 type inbox struct {
 	results   chan turnResult
+	checks    chan checkResult // the reply safety net's checks (reply.go)
 	steers    chan steerResult
 	questions chan questionChange
 	wake      chan struct{} // dispatch again (a hold ended, a steer went back to the queue)
+	peeks     chan heartbeatPeek
 }
 
 // New prepares a harness: it validates cfg and opens the session store (taking its lock).
@@ -140,9 +155,11 @@ func New(cfg Config) (*Harness, error) {
 		catchUp:  newCatchUp(),
 		inbox: inbox{
 			results:   make(chan turnResult, 64),
+			checks:    make(chan checkResult, 64),
 			steers:    make(chan steerResult, 16),
 			questions: make(chan questionChange, 16),
 			wake:      make(chan struct{}, 1),
+			peeks:     make(chan heartbeatPeek, 1),
 		},
 	}
 	if cfg.NoResumeSessions {
@@ -159,7 +176,7 @@ func New(cfg Config) (*Harness, error) {
 		h.store.Close()
 		return nil, err
 	}
-	h.feed = &activity{bus: h.bus, cwd: cfg.AgentCwd, costs: &h.costs, runIDs: &h.runIDs}
+	h.feed = &activity{bus: h.bus, cwd: cfg.AgentCwd, costs: &h.costs, runIDs: &h.runIDs, turns: &h.turns}
 	h.relay = &relayClient{bridge: client.NewBridge(cfg.RelayURL, cfg.SecretKey), self: pk, cfg: &h.cfg, log: h.log, clock: clk}
 	h.ack = newAcker(&h.cfg, pk, h.relay.bridge, h.log, &h.tasks)
 	h.asker = newPermAsker(&h.cfg, pk, h.relay, h.feed, h.inbox.questions, filepath.Join(cfg.StateDir, "permissions-"+pk+".json"))
@@ -177,6 +194,9 @@ func New(cfg Config) (*Harness, error) {
 	}
 	h.pool.record = newAgentRecord(agentsFile(cfg.StateDir, pk), h.log, cfg.stateWriteOpts...)
 	h.sessions.metrics = h.metrics
+	if h.followOn() {
+		h.follows = loadFollowSet(followFile(cfg.StateDir, pk), cfg.ThreadFollowTTL, h.log, cfg.stateWriteOpts...)
+	}
 	return h, nil
 }
 
@@ -192,6 +212,9 @@ func (h *Harness) Run(ctx context.Context) error {
 	defer h.pool.record.close()
 	defer h.asker.close()
 	defer h.budget.close()
+	if h.follows != nil {
+		defer h.follows.close()
+	}
 	defer h.stop(cancel) // first: nothing may write the journal or the store once they close
 
 	h.turnEnds.since = h.clock.Now()
@@ -216,6 +239,9 @@ func (h *Harness) Run(ctx context.Context) error {
 		Tags:  nostr.TagMap{"p": {h.agent}},
 		Since: ptrTS(since),
 	})
+	h.subscribeReminders()
+	h.startFollowing(since)
+	h.flushSubs()
 	if h.pool.reapOrphans() > 0 {
 		// A reply a killed orphan's `buzz` call sent just before may still be committing at the
 		// relay; the replay below looks for it.
@@ -282,6 +308,8 @@ func (h *Harness) serve(ctx context.Context, liveErr <-chan error) error {
 			h.handleIncoming(ctx, in)
 		case r := <-h.inbox.results:
 			h.finishTurn(ctx, r)
+		case r := <-h.inbox.checks:
+			h.finishCheck(ctx, r)
 		case r := <-h.inbox.steers:
 			h.finishSteer(r)
 		case q := <-h.inbox.questions:
@@ -298,6 +326,9 @@ func (h *Harness) serve(ctx context.Context, liveErr <-chan error) error {
 			// Once a second, one REQ per changed channel group: a burst of joins (a flood of
 			// adds) costs the relay one query per group, not one per join. Each channel's
 			// since covers the wait.
+			if h.follows != nil {
+				h.unfollow(h.follows.expired(now))
+			}
 			h.flushSubs()
 			h.pool.maintain(ctx, h.convs)
 			h.keepTyping(now)
@@ -308,6 +339,8 @@ func (h *Harness) serve(ctx context.Context, liveErr <-chan error) error {
 			h.publishSnapshot()
 		case <-heartbeats:
 			h.heartbeat(ctx)
+		case p := <-h.inbox.peeks:
+			h.finishPeek(ctx, p)
 		case <-h.inbox.wake:
 		}
 	}

@@ -10,11 +10,22 @@ import (
 )
 
 // heartbeat runs one heartbeat prompt when nothing else is waiting: events always go first, all
-// agents busy means skip, and at most one heartbeat is ever in flight.
+// agents busy means skip, and at most one heartbeat is ever in flight. Unless HeartbeatAlways,
+// it first looks whether anything is new for the agent (heartbeat_cursor.go) and prompts only
+// then.
 func (h *Harness) heartbeat(ctx context.Context) {
 	if h.heartbeatBusy || h.convs.Pending() {
 		return
 	}
+	if !h.cfg.HeartbeatAlways {
+		h.peekHeartbeat(ctx)
+		return
+	}
+	h.startHeartbeat(ctx)
+}
+
+// startHeartbeat prompts the heartbeat session of an idle agent, if there is one.
+func (h *Harness) startHeartbeat(ctx context.Context) {
 	s := h.pool.claim(h.convs, convKey{})
 	if s == nil {
 		return

@@ -8,11 +8,14 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/buzz-harness/buzz/internal/journal"
+	"github.com/buzz-harness/buzz/internal/prompt"
 	"github.com/buzz-harness/buzz/internal/protocol"
 )
 
 // handleEvent runs the intake pipeline for one channel event, in upstream's order:
-// membership → ignore self → owner commands → author gate → queue.
+// membership → ignore self → subscription rules or thread follow → owner commands → author
+// gate → queue. An event no rule listens to goes on only if it continues a followed thread
+// (follow.go).
 func (h *Harness) handleEvent(ctx context.Context, ev *nostr.Event) {
 	chID, ok := protocol.ChannelID(ev.Tags)
 	if !ok {
@@ -28,6 +31,10 @@ func (h *Harness) handleEvent(ctx context.Context, ev *nostr.Event) {
 	if ev.PubKey == h.agent {
 		return
 	}
+	in, ok := h.arrival(c, ev)
+	if !ok {
+		return
+	}
 	if cmd, ok := ParseOwnerCommand(ev, h.cfg.Owner, h.agent); ok {
 		h.skip(ev)
 		h.ownerCommand(ctx, cmd, c, ev)
@@ -37,7 +44,7 @@ func (h *Harness) handleEvent(ctx context.Context, ev *nostr.Event) {
 		h.skip(ev) // the owner answered a permission question (--permissions ask)
 		return
 	}
-	switch h.admit(ctx, c, ev) {
+	switch h.admit(ctx, c, in) {
 	case gateDrop:
 		h.skip(ev)
 		h.log.Debug("author gate dropped event", "event", ev.ID, "author", ev.PubKey, "channel", chID)
@@ -45,19 +52,40 @@ func (h *Harness) handleEvent(ctx context.Context, ev *nostr.Event) {
 	case gateHeld:
 		return // finishSiblingLookup accepts or skips it
 	}
-	h.accept(ctx, c, ev)
+	h.accept(ctx, c, in)
+}
+
+// arriving is an event on its way in, with how it came: the prompt tag of the subscription
+// rule that listens to it, or prompt.FollowTag for a message that only continues a followed
+// thread.
+type arriving struct {
+	ev       *nostr.Event
+	tag      string
+	followed bool
+}
+
+// arrival decides whether the harness listens to an event of channel c at all: a subscription
+// rule matches it (listen.go), or it continues a thread the agent follows.
+func (h *Harness) arrival(c *channel, ev *nostr.Event) (arriving, bool) {
+	if tag, ok := h.listensTo(c, ev); ok {
+		return arriving{ev: ev, tag: tag}, true
+	}
+	if h.followable(c, ev) {
+		return arriving{ev: ev, tag: prompt.FollowTag, followed: true}, true
+	}
+	return arriving{}, false
 }
 
 // accept makes an event that passed the gate durable, queues it and acknowledges it.
-func (h *Harness) accept(ctx context.Context, c *channel, ev *nostr.Event) {
-	if h.overBudget(ctx, c, ev) {
+func (h *Harness) accept(ctx context.Context, c *channel, in arriving) {
+	if h.overBudget(ctx, c, in.ev) {
 		return
 	}
-	chID := c.ID
+	chID, ev, tag := c.ID, in.ev, in.tag
 	// Journal before acknowledging: an event we cannot make durable is not accepted (the relay
 	// will offer it again after a reconnect).
 	raw, _ := json.Marshal(ev)
-	if err := h.jrnl.Append(journal.Entry{ChannelID: chID, Event: raw, EventID: ev.ID, CreatedAt: int64(ev.CreatedAt), AcceptedAt: h.clock.Now()}); err != nil {
+	if err := h.jrnl.Append(journal.Entry{ChannelID: chID, Event: raw, EventID: ev.ID, CreatedAt: int64(ev.CreatedAt), AcceptedAt: h.clock.Now(), PromptTag: tag}); err != nil {
 		h.seen.Forget(ev.ID)
 		h.log.Error("cannot journal event; not accepting it", "event", ev.ID, "channel", chID, "err", err)
 		return
@@ -66,7 +94,7 @@ func (h *Harness) accept(ctx context.Context, c *channel, ev *nostr.Event) {
 	if h.dropWhileBusy(k, ev) {
 		return
 	}
-	h.enqueue(k, ev)
+	h.enqueue(k, ev, tag)
 	h.ack.queued(chID, ev)
 	h.midTurn(ctx, k, ev)
 }
@@ -76,8 +104,8 @@ func (h *Harness) convOf(c *channel, ev *nostr.Event) convKey {
 	return conversationOf(h.cfg.SessionPolicy, *c, ev)
 }
 
-func (h *Harness) enqueue(k convKey, ev *nostr.Event) {
-	if dropped := h.convs.Push(k, ev, h.clock.Now()); dropped != nil {
+func (h *Harness) enqueue(k convKey, ev *nostr.Event, tag string) {
+	if dropped := h.convs.PushItem(k, queued{Event: ev, ReceivedAt: h.clock.Now(), Tag: tag}); dropped != nil {
 		h.log.Warn("queue full; dropped oldest event", "channel", k.Channel, "conversation", k.String(), "event", dropped.ID)
 		h.done(dropped.ID)
 	}
@@ -103,7 +131,8 @@ func (h *Harness) done(ids ...string) {
 // replayJournal queues accepted events that never reached a terminal outcome, in order, before
 // any new event. Events of channels we are no longer in are finished. A batch that was in flight
 // when we stopped counts as answered if the agent's reply to it landed (the outcome just was not
-// recorded); otherwise it is prompted again.
+// recorded); else, if the safety net had decided on a reply for it (reply.go), that reply is
+// posted now; otherwise it is prompted again.
 func (h *Harness) replayJournal(ctx context.Context) {
 	// A batch is one conversation's events marked in flight together: sibling threads of a
 	// channel can be in flight in the same second, and one's reply must not close the other.
@@ -112,7 +141,9 @@ func (h *Harness) replayJournal(ctx context.Context) {
 		at   int64
 	}
 	inflight := map[batchKey][]*nostr.Event{}
+	tags := map[string]string{}      // event id → prompt tag, of the in-flight events
 	ownSecond := map[batchKey]bool{} // every event of the batch marked so
+	decided := map[batchKey]json.RawMessage{}
 	var order []batchKey
 	n := 0
 	for _, e := range h.jrnl.Pending() {
@@ -134,11 +165,15 @@ func (h *Harness) replayJournal(ctx context.Context) {
 				ownSecond[k] = true
 			}
 			ownSecond[k] = ownSecond[k] && e.InFlightOwnSecond
+			if e.Outcome != nil {
+				decided[k] = e.Outcome
+			}
 			inflight[k] = append(inflight[k], ev)
+			tags[ev.ID] = e.PromptTag
 			continue
 		}
 		h.seen.Add(ev.ID)
-		h.enqueue(h.convOf(c, ev), ev)
+		h.enqueue(h.convOf(c, ev), ev, e.PromptTag)
 		h.ack.replayed(e.ChannelID, ev)
 		n++
 	}
@@ -151,11 +186,19 @@ func (h *Harness) replayJournal(ctx context.Context) {
 			for _, ev := range evs {
 				h.done(ev.ID)
 			}
+			h.completeReminders(ctx, evs)
+			continue
+		}
+		if out := decided[k]; out != nil && h.postRecorded(ctx, out) {
+			h.log.Info("journal: posted the reply decided for a batch in flight at the restart", "channel", k.conv.Channel, "conversation", k.conv.String(), "events", len(evs))
+			for _, ev := range evs {
+				h.done(ev.ID)
+			}
 			continue
 		}
 		for j := len(evs) - 1; j >= 0; j-- {
 			h.seen.Add(evs[j].ID)
-			h.convs.PushFront(k.conv, evs[j], h.clock.Now())
+			h.convs.PushFrontItem(k.conv, queued{Event: evs[j], ReceivedAt: h.clock.Now(), Tag: tags[evs[j].ID]})
 			h.ack.replayed(k.conv.Channel, evs[j])
 			n++
 		}

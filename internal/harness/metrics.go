@@ -190,6 +190,12 @@ func metricOutcome(r turnResult) string {
 	case turnmetric.StopError:
 		return "failed"
 	}
+	switch r.reply {
+	case replyFallback:
+		return turnmetric.OutcomeFallback
+	case replyNotice:
+		return turnmetric.OutcomeSilent
+	}
 	return "success"
 }
 

@@ -22,8 +22,8 @@ import (
 // Turn outcome labels of buzz_acp_turns_total.
 const (
 	OutcomeAnswered  = "answered"  // the turn ended and its batch is done
-	OutcomeFallback  = "fallback"  // silent turn answered by the harness's fallback reply (#24)
-	OutcomeSilent    = "silent"    // the turn ended with no reply in the channel (#24)
+	OutcomeFallback  = "fallback"  // silent: the safety net posted the agent's final text (reply.go)
+	OutcomeSilent    = "silent"    // silent: the safety net posted a failure notice saying why
 	OutcomeFailed    = "failed"    // the agent failed; the batch is retried or dead-lettered
 	OutcomeCancelled = "cancelled" // the owner cancelled or rotated, or the channel was left
 )
@@ -137,11 +137,9 @@ func (h *Harness) MetricsHandler() http.Handler {
 	return promhttp.HandlerFor(h.metrics.reg, promhttp.HandlerOpts{})
 }
 
-// outcomeLabel names a finished turn's outcome in buzz_acp_turns_total; "" is not counted (a
-// turn cancelled to merge a new message: its events run in the next turn).
-//
-// Hook for the reply safety net (#24): when decideOutcome tells a silent turn apart, map it to
-// OutcomeSilent, and a silent turn the fallback answered to OutcomeFallback.
+// outcomeLabel names a finished turn's outcome in buzz_acp_turns_total; "" is not counted here:
+// a turn cancelled to merge a new message (its events run in the next turn), and a turn the
+// reply safety net checks, which checked counts once it has decided.
 func outcomeLabel(o turnOutcome) string {
 	switch o {
 	case turnDone, turnAnsweredLate:
@@ -159,6 +157,18 @@ func (m *opsMetrics) turnEnded(o turnOutcome) {
 	if l := outcomeLabel(o); l != "" {
 		m.turns.WithLabelValues(l).Inc()
 	}
+}
+
+// checked counts a turn the reply safety net decided on.
+func (m *opsMetrics) checked(k replyKind) {
+	l := OutcomeAnswered
+	switch k {
+	case replyFallback:
+		l = OutcomeFallback
+	case replyNotice:
+		l = OutcomeSilent
+	}
+	m.turns.WithLabelValues(l).Inc()
 }
 
 // prompted observes, for each event of a batch, how long it waited for the prompt now sent.

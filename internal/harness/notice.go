@@ -55,6 +55,12 @@ func noticeRecipients(evs []*nostr.Event, self string) []string {
 // conversation's root (else the last event's root, else the last event) and replies to the last
 // triggering event.
 func failureNotice(chID string, k convKey, evs []*nostr.Event, self, text string, now time.Time) *nostr.Event {
+	return markedReply(chID, k, evs, self, text, FailureMarker, now)
+}
+
+// markedReply is a kind-9 the harness posts as the agent in answer to a batch: threaded as a
+// failure notice is, p-tagging the people who asked, and carrying the marker tag [marker, "1"].
+func markedReply(chID string, k convKey, evs []*nostr.Event, self, text, marker string, now time.Time) *nostr.Event {
 	last := evs[len(evs)-1]
 	root := cmp.Or(k.Root, protocol.ParseThread(last.Tags).Root, last.ID)
 	tags := nostr.Tags{{"h", chID}}
@@ -62,6 +68,6 @@ func failureNotice(chID string, k convKey, evs []*nostr.Event, self, text string
 	for _, pk := range noticeRecipients(evs, self) {
 		tags = append(tags, nostr.Tag{"p", pk})
 	}
-	tags = append(tags, nostr.Tag{FailureMarker, "1"})
+	tags = append(tags, nostr.Tag{marker, "1"})
 	return &nostr.Event{Kind: protocol.KindStreamMessage, Content: text, Tags: tags, CreatedAt: nostr.Timestamp(now.Unix())}
 }

@@ -140,7 +140,11 @@ func (p *permAsker) ask(ctx context.Context, req acp.PermissionRequest) (string,
 	p.mu.Lock()
 	p.pending[w] = pendingQuestion{Channel: in.channel.ID, Root: root, Reply: last.ID, Tool: tool.title, Events: in.batch.IDs()}
 	p.mu.Unlock()
-	p.file.Mark()
+	// On file before it is asked: a harness killed once the question is out must find it (and not
+	// run the turn again). This goroutine waits for the disk; the loop does not.
+	if err := p.file.Wait(ctx, p.file.Mark()); err != nil {
+		p.relay.log.Warn("permission question not recorded; a restart would ask it again", "err", err)
+	}
 	keep := false // a question cut short by shutdown stays on file for the next start to report
 	defer func() {
 		p.tell(context.WithoutCancel(ctx), questionChange{conv: in.conv, w: w})

@@ -23,6 +23,7 @@ const (
 type queued struct {
 	Event      *nostr.Event
 	ReceivedAt time.Time
+	Tag        string // the prompt tag of the subscription rule it matched ("" = the default)
 }
 
 // Batch is what one turn prompts with: events of one conversation, sorted by created_at.
@@ -83,9 +84,14 @@ func (q *convQueue) waiting() int { return len(q.items) + len(q.carried) }
 
 // Push appends an accepted event. It reports the event dropped to respect the cap, if any.
 func (t *conversations) Push(k convKey, ev *nostr.Event, now time.Time) (dropped *nostr.Event) {
+	return t.PushItem(k, queued{Event: ev, ReceivedAt: now})
+}
+
+// PushItem is Push of an event with its prompt tag.
+func (t *conversations) PushItem(k convKey, it queued) (dropped *nostr.Event) {
 	t.update(k, func(c *conversation) {
 		q := &c.q
-		q.items = append(q.items, queued{Event: ev, ReceivedAt: now})
+		q.items = append(q.items, it)
 		if len(q.items) > maxQueued {
 			dropped = q.items[0].Event
 			q.items = q.items[1:]
@@ -97,8 +103,13 @@ func (t *conversations) Push(k convKey, ev *nostr.Event, now time.Time) (dropped
 // PushFront puts an event at the head of its conversation (journal replay of an interrupted
 // batch, a steer the agent did not take).
 func (t *conversations) PushFront(k convKey, ev *nostr.Event, receivedAt time.Time) {
+	t.PushFrontItem(k, queued{Event: ev, ReceivedAt: receivedAt})
+}
+
+// PushFrontItem is PushFront of an event with its prompt tag.
+func (t *conversations) PushFrontItem(k convKey, it queued) {
 	t.update(k, func(c *conversation) {
-		c.q.items = append([]queued{{Event: ev, ReceivedAt: receivedAt}}, c.q.items...)
+		c.q.items = append([]queued{it}, c.q.items...)
 	})
 }
 

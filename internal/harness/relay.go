@@ -115,18 +115,32 @@ func (rc *relayClient) query(ctx context.Context, filters ...nostr.Filter) ([]no
 // it; stale are the profiles to refresh once the prompt is out (profileLabels).
 func (rc *relayClient) renderTurn(ctx context.Context, in turnInput, sess *convSession) (r prompt.Rendered, stale []string) {
 	evs := make([]nostr.Event, len(in.batch.Items))
+	tags := map[string]string{}
+	var followed map[string]bool
 	for i, it := range in.batch.Items {
 		evs[i] = *it.Event
+		switch it.Tag {
+		case "":
+		case prompt.FollowTag: // it came by thread follow (follow.go)
+			if followed == nil {
+				followed = map[string]bool{}
+			}
+			followed[it.Event.ID] = true
+		default:
+			tags[it.Event.ID] = it.Tag
+		}
 	}
 	last := evs[len(evs)-1]
 	pin := prompt.Input{
 		Events:          evs[in.batch.Carried:],
 		Cancelled:       evs[:in.batch.Carried],
 		Reason:          in.batch.Reason,
+		EventTags:       tags,
 		Channel:         prompt.Channel{ID: in.channel.ID, Name: in.channel.Name, Type: string(in.channel.Type), Description: in.channel.About},
 		Self:            rc.self,
 		Delivered:       sess.Delivered,
 		IncludeStanding: sess.Route == RouteUserMessage && !sess.StandingSent,
+		Followed:        followed,
 	}
 	if pin.IncludeStanding {
 		if sess.opening != nil {
@@ -275,6 +289,13 @@ func (rc *relayClient) profileLabels(ctx context.Context, evs []nostr.Event, w *
 		maps.Copy(labels, rc.fetchProfiles(ctx, missing))
 	}
 	return labels, stale
+}
+
+// profileSaysAgent reports whether pk's cached profile marks an agent (a NIP-OA auth tag).
+func (rc *relayClient) profileSaysAgent(pk string) bool {
+	rc.profiles.mu.Lock()
+	defer rc.profiles.mu.Unlock()
+	return rc.profiles.entries[pk].p.IsAgent
 }
 
 // refreshProfiles fetches the profiles of stale pubkeys again (a failed fetch keeps the old

@@ -31,20 +31,33 @@ type siblingCache struct {
 	entries map[string]siblingVerdict
 }
 
+// siblingVerdict is what a lookup found about an author: a sibling of ours, and an agent at all
+// (thread follow never lets an agent continue a thread; follow.go).
 type siblingVerdict struct {
 	sibling bool
+	agent   bool
+	failed  bool // the lookup failed: neither a sibling nor a person who may continue a thread
 	until   time.Time
 }
 
-func (c *siblingCache) get(author string, now time.Time) (sibling, ok bool) {
-	v, ok := c.entries[author]
-	if !ok || !now.Before(v.until) {
-		return false, false
+// admits reports whether the verdict lets an event in: a mention by a sibling (the gate refused
+// its author otherwise), or a followed message (the gate admitted its author) by a person.
+func (v siblingVerdict) admits(followed bool) bool {
+	if followed {
+		return !v.agent && !v.sibling && !v.failed
 	}
-	return v.sibling, true
+	return v.sibling
 }
 
-func (c *siblingCache) put(author string, sibling bool, ttl time.Duration, now time.Time) {
+func (c *siblingCache) get(author string, now time.Time) (siblingVerdict, bool) {
+	v, ok := c.entries[author]
+	if !ok || !now.Before(v.until) {
+		return siblingVerdict{}, false
+	}
+	return v, true
+}
+
+func (c *siblingCache) put(author string, v siblingVerdict, ttl time.Duration, now time.Time) {
 	if c.entries == nil {
 		c.entries = map[string]siblingVerdict{}
 	}
@@ -58,25 +71,26 @@ func (c *siblingCache) put(author string, sibling bool, ttl time.Duration, now t
 			clear(c.entries)
 		}
 	}
-	c.entries[author] = siblingVerdict{sibling: sibling, until: now.Add(ttl)}
+	v.until = now.Add(ttl)
+	c.entries[author] = v
 }
 
 // siblingLookups is the loop's side: the cache, the events held per author while its lookup
 // runs, and where finished lookups arrive.
 type siblingLookups struct {
 	cache siblingCache
-	held  map[string][]*nostr.Event
+	held  map[string][]arriving
 	done  chan siblingCheck
 }
 
 type siblingCheck struct {
 	author  string
-	sibling bool
+	verdict siblingVerdict
 	err     error
 }
 
 func newSiblingLookups() siblingLookups {
-	return siblingLookups{held: map[string][]*nostr.Event{}, done: make(chan siblingCheck, 16)}
+	return siblingLookups{held: map[string][]arriving{}, done: make(chan siblingCheck, 16)}
 }
 
 // gateVerdict is what the author gate says about an event.
@@ -98,16 +112,19 @@ func (g Gate) siblingsCount(t protocol.ChannelType) bool {
 }
 
 // admit runs the author gate, siblings included. A gateHeld event is accepted or skipped later,
-// when finishSiblingLookup has the verdict.
-func (h *Harness) admit(ctx context.Context, c *channel, ev *nostr.Event) gateVerdict {
-	if h.gate.Allows(ev.PubKey, c.Type) {
+// when finishSiblingLookup has the verdict. An event that reached the agent by thread follow
+// (not addressed to it) also needs an author who is not an agent: the owner is taken for a
+// person, anyone else is looked up.
+func (h *Harness) admit(ctx context.Context, c *channel, in arriving) gateVerdict {
+	ev, followed := in.ev, in.followed
+	switch {
+	case !h.gate.Allows(ev.PubKey, c.Type) && (followed || !h.gate.siblingsCount(c.Type)):
+		return gateDrop // a sibling is an agent: it never continues a thread on its own
+	case h.gate.Allows(ev.PubKey, c.Type) && (!followed || ev.PubKey == h.cfg.Owner):
 		return gateAccept
 	}
-	if !h.gate.siblingsCount(c.Type) {
-		return gateDrop
-	}
-	if sib, ok := h.siblings.cache.get(ev.PubKey, h.clock.Now()); ok {
-		if sib {
+	if v, ok := h.siblings.cache.get(ev.PubKey, h.clock.Now()); ok {
+		if v.admits(followed) {
 			return gateAccept
 		}
 		return gateDrop
@@ -116,13 +133,13 @@ func (h *Harness) admit(ctx context.Context, c *channel, ev *nostr.Event) gateVe
 	if len(held) >= maxHeldPerAuthor {
 		return gateDrop
 	}
-	h.siblings.held[ev.PubKey] = append(held, ev)
+	h.siblings.held[ev.PubKey] = append(held, in)
 	if !running {
 		author := ev.PubKey
 		h.tasks.Go(func() {
-			sib, err := h.relay.isSibling(ctx, author)
+			v, err := h.relay.lookupAuthor(ctx, author)
 			select {
-			case h.siblings.done <- siblingCheck{author: author, sibling: sib, err: err}:
+			case h.siblings.done <- siblingCheck{author: author, verdict: v, err: err}:
 			case <-ctx.Done():
 			}
 		})
@@ -135,20 +152,24 @@ func (h *Harness) finishSiblingLookup(ctx context.Context, r siblingCheck) {
 	ttl := siblingTTL
 	if r.err != nil {
 		ttl = siblingErrTTL
-		h.log.Warn("sibling lookup failed; treating the author as a stranger", "author", r.author, "err", r.err)
+		h.log.Warn("sibling lookup failed; treating the author as a stranger whose messages do not continue a thread", "author", r.author, "err", r.err)
+		r.verdict = siblingVerdict{failed: true} // a failed lookup never lets a follow-up in either
 	}
-	h.log.Debug("sibling lookup", "author", r.author, "sibling", r.sibling)
-	h.siblings.cache.put(r.author, r.sibling, ttl, h.clock.Now())
+	h.log.Debug("sibling lookup", "author", r.author, "sibling", r.verdict.sibling, "agent", r.verdict.agent)
+	h.siblings.cache.put(r.author, r.verdict, ttl, h.clock.Now())
 	held := h.siblings.held[r.author]
 	delete(h.siblings.held, r.author)
-	for _, ev := range held {
+	for _, in := range held {
+		ev := in.ev
 		chID, _ := protocol.ChannelID(ev.Tags)
 		c := h.chans.byID[chID]
 		switch {
 		case c == nil: // left meanwhile
-		case r.sibling:
-			h.log.Info("sibling agent passes the author gate", "event", ev.ID, "author", ev.PubKey)
-			h.accept(ctx, c, ev)
+		case r.verdict.admits(in.followed):
+			if r.verdict.sibling {
+				h.log.Info("sibling agent passes the author gate", "event", ev.ID, "author", ev.PubKey)
+			}
+			h.accept(ctx, c, in)
 		default:
 			h.skip(ev)
 			h.log.Debug("author gate dropped event", "event", ev.ID, "author", ev.PubKey, "channel", chID)
@@ -156,19 +177,29 @@ func (h *Harness) finishSiblingLookup(ctx context.Context, r siblingCheck) {
 	}
 }
 
-// isSibling fetches author's profile and checks its auth tag against our owner. An error is
-// reported as such (and counts as not a sibling).
-func (rc *relayClient) isSibling(ctx context.Context, author string) (bool, error) {
+// lookupAuthor fetches author's profile and agent profile: a sibling has an auth tag by our
+// owner that verifies for it; an agent has any NIP-OA auth tag on its profile, or a kind-10100
+// agent profile. An error is reported as such (the caller decides what it counts as).
+func (rc *relayClient) lookupAuthor(ctx context.Context, author string) (siblingVerdict, error) {
 	qctx, cancel := context.WithTimeout(ctx, siblingLookupTimeout)
 	defer cancel()
-	evs, err := rc.bridge.Query(qctx, client.Filter{Filter: nostr.Filter{Kinds: []int{protocol.KindProfile}, Authors: []string{author}, Limit: 1}})
+	evs, err := rc.bridge.Query(qctx,
+		client.Filter{Filter: nostr.Filter{Kinds: []int{protocol.KindProfile}, Authors: []string{author}, Limit: 1}},
+		client.Filter{Filter: nostr.Filter{Kinds: []int{protocol.KindAgentProfile}, Authors: []string{author}, Limit: 1}})
 	if err != nil {
-		return false, err
+		return siblingVerdict{}, err
 	}
+	var v siblingVerdict
 	for i := range evs {
-		if evs[i].PubKey == author && ownerauth.IsSibling(&evs[i], rc.cfg.Owner) {
-			return true, nil
+		switch ev := &evs[i]; {
+		case ev.PubKey != author:
+		case ev.Kind == protocol.KindAgentProfile:
+			v.agent = true
+		case ownerauth.IsSibling(ev, rc.cfg.Owner):
+			v.sibling, v.agent = true, true
+		case parseProfile(ev).IsAgent:
+			v.agent = true
 		}
 	}
-	return false, nil
+	return v, nil
 }

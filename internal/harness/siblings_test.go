@@ -15,8 +15,8 @@ import (
 func TestSiblingCacheForgetsVerdictsAfterTheirTTL(t *testing.T) {
 	var c siblingCache
 	now := time.Unix(1_000_000, 0)
-	c.put("a", true, siblingTTL, now)
-	if sib, ok := c.get("a", now.Add(siblingTTL-time.Second)); !ok || !sib {
+	c.put("a", siblingVerdict{sibling: true}, siblingTTL, now)
+	if v, ok := c.get("a", now.Add(siblingTTL-time.Second)); !ok || !v.sibling {
 		t.Fatal("a fresh verdict was not remembered")
 	}
 	if _, ok := c.get("a", now.Add(siblingTTL)); ok {
@@ -28,7 +28,7 @@ func TestSiblingCacheStaysWithinItsSizeBound(t *testing.T) {
 	var c siblingCache
 	now := time.Unix(1_000_000, 0)
 	for i := range 3 * siblingCacheSize {
-		c.put(nostr.GeneratePrivateKey(), i%2 == 0, siblingTTL, now)
+		c.put(nostr.GeneratePrivateKey(), siblingVerdict{sibling: i%2 == 0}, siblingTTL, now)
 		if len(c.entries) > siblingCacheSize {
 			t.Fatalf("cache holds %d entries, bound %d", len(c.entries), siblingCacheSize)
 		}
@@ -38,9 +38,9 @@ func TestSiblingCacheStaysWithinItsSizeBound(t *testing.T) {
 func TestSiblingLookupFailsClosedOnARelayError(t *testing.T) {
 	srv, queries := memoryRelay(t, http.StatusInternalServerError, `{"error":"boom"}`)
 	rc := memoryClient(srv.URL, nostr.GeneratePrivateKey(), "aa")
-	sib, err := rc.isSibling(context.Background(), "bb")
-	if sib || err == nil || queries.Load() == 0 {
-		t.Fatalf("sibling=%v err=%v after %d queries, want not a sibling and the error", sib, err, queries.Load())
+	v, err := rc.lookupAuthor(context.Background(), "bb")
+	if v.sibling || err == nil || queries.Load() == 0 {
+		t.Fatalf("sibling=%v err=%v after %d queries, want not a sibling and the error", v.sibling, err, queries.Load())
 	}
 }
 
@@ -71,8 +71,8 @@ func TestSiblingLookupRejectsAProfileAttestedByAnotherOwner(t *testing.T) {
 	} {
 		srv, _ := memoryRelay(t, http.StatusOK, c.body)
 		rc := memoryClient(srv.URL, nostr.GeneratePrivateKey(), owner)
-		if sib, err := rc.isSibling(context.Background(), bot); sib != c.want || err != nil {
-			t.Errorf("%s: sibling=%v err=%v, want %v", name, sib, err, c.want)
+		if v, err := rc.lookupAuthor(context.Background(), bot); v.sibling != c.want || err != nil {
+			t.Errorf("%s: sibling=%v err=%v, want %v", name, v.sibling, err, c.want)
 		}
 	}
 }

@@ -202,7 +202,7 @@ func (h *Harness) steerNatively(ctx context.Context, k convKey, t *turn, ev *nos
 	if !ok {
 		return false
 	}
-	params["prompt"] = []acp.ContentBlock{acp.TextBlock(prompt.SteerText(*ev, ""))}
+	params["prompt"] = []acp.ContentBlock{acp.TextBlock(prompt.SteerText(*ev, it.Tag))}
 	proc := t.proc
 	h.log.Info("steering the running turn", "channel", k.Channel, "conversation", k.String(), "event", ev.ID, "method", method)
 	h.tasks.Go(func() {
@@ -247,7 +247,7 @@ func (h *Harness) finishSteer(r steerResult) {
 		r.err = errors.New("the turn ended before the steer was answered")
 	}
 	h.log.Info("native steer not taken; the event goes back to the queue", "channel", k.Channel, "conversation", k.String(), "event", r.item.Event.ID, "err", r.err)
-	h.convs.PushFront(k, r.item.Event, r.item.ReceivedAt)
+	h.convs.PushFrontItem(k, r.item)
 	// A transport failure, an outcome we do not know, or no such method: not supported.
 	var rpc *acp.RPCError
 	unsupported := !errors.As(r.err, &rpc) || rpc.Code == acp.CodeMethodNotFound
@@ -276,6 +276,7 @@ func absorbSteered(r *turnResult, t *turn) {
 // lead the conversation's next batch on the same session.
 func (h *Harness) carryTurn(r turnResult, t *turn) {
 	if r.err == nil && (r.stop != "cancelled" || r.answered) {
+		h.finishBatch(r)
 		h.commitTurn(r)
 		return
 	}

@@ -29,9 +29,11 @@ const (
 // flood of channels from others never pushes out the owner's.
 const maxChannels = 10_000
 
-// subGroups maps channels to their group subscription. Only the loop touches it.
+// subGroups maps channels (or, for thread follow, thread roots) to their group subscription.
+// Only the loop touches it.
 type subGroups struct {
-	groups []*subGroup // by number: subscription id subGroupPfx+number; nil = free
+	pfx    string      // subscription id prefix: subGroupPfx, or threadSubPfx (follow.go)
+	groups []*subGroup // by number: subscription id pfx+number; nil = free
 	of     map[string]int
 }
 
@@ -50,7 +52,7 @@ type subGroup struct {
 	sent time.Time
 }
 
-func newSubGroups() subGroups { return subGroups{of: map[string]int{}} }
+func newSubGroups() subGroups { return subGroups{pfx: subGroupPfx, of: map[string]int{}} }
 
 func groupSubID(n int) string { return subGroupPfx + strconv.Itoa(n) }
 
@@ -143,7 +145,7 @@ func (g *subGroups) flush(live subscriber, filter func(ids []string) nostr.Filte
 			continue
 		}
 		grp.dirty = false
-		sub := groupSubID(n)
+		sub := g.pfx + strconv.Itoa(n)
 		if len(grp.ids) == 0 {
 			live.Unsubscribe(sub)
 			g.groups[n] = nil

@@ -49,6 +49,10 @@ type turnResult struct {
 	answered   bool            // the turn failed, but the agent's reply had already landed
 	usage      json.RawMessage // the prompt response's usage, if the agent reported any
 	started    time.Time
+	report     turnReport // what the agent wrote and which sends it made (reply.go)
+	replied    bool       // an agent message answering the batch came in while the turn ran
+	asked      bool       // the batch holds a person's mention: it is owed a visible answer
+	reply      replyKind  // what the safety net decided, once it has
 }
 
 // dispatch starts turns while there is ready work and an idle agent. A conversation whose last
@@ -100,7 +104,7 @@ func (h *Harness) startTurn(ctx context.Context, in turnInput) {
 	tctx, cancel := context.WithCancelCause(ctx)
 	now := h.clock.Now()
 	in.live = &turn{cancel: cancel, slot: in.slot, gen: in.slot.gen, proc: in.proc, steerable: in.ident.Steering,
-		startedAt: now, typing: typingTags(in.channel.ID, in.batch.Last()), typedAt: now}
+		startedAt: now, batch: in.batch, typing: typingTags(in.channel.ID, in.batch.Last()), typedAt: now}
 	h.convs.update(in.conv, func(c *conversation) {
 		in.live.ownSecond = h.turnEnds.ownSecond(c.lastEnd, now)
 		c.turn = in.live
@@ -184,8 +188,10 @@ func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 	h.feed.emit(in, observer.Prompt{SessionID: sess.ID, Blocks: rendered.Blocks})
 	in.live.session.Store(&sess.ID) // from here a native steer can reach this turn
 
+	h.feed.turns.start(sess.ID)
 	h.metrics.prompted(h.clock.Now(), in.batch)
 	res, err := in.proc.Prompt(ctx, sess.ID, blocks, h.cfg.promptOptions())
+	r.report = h.feed.turns.end(sess.ID)
 	dur := h.clock.Now().Sub(start)
 	if err != nil && isTransport(err) && ctx.Err() == nil {
 		// The agent died or timed out; its reply may already be in the channel. Kill its whole
@@ -217,6 +223,7 @@ type turnOutcome int
 const (
 	turnStopped      turnOutcome = iota // owner cancel, rotate or leave: drop the batch and the session
 	turnDone                            // answered: commit delivery
+	turnUnanswered                      // ended, but no answer to the person seen yet: the safety net checks
 	turnAnsweredLate                    // the agent failed after its reply landed: respawn, do not retry
 	turnResumeLost                      // resume failed indeterminately: respawn and try once more
 	turnFailed                          // retry with backoff (or a named quota wait); dead-letter at the limit
@@ -231,6 +238,8 @@ func decideOutcome(r turnResult, left bool) turnOutcome {
 		return turnMerged
 	case stopped || left:
 		return turnStopped
+	case r.err == nil && r.asked && !r.replied:
+		return turnUnanswered
 	case r.err == nil:
 		return turnDone
 	case r.answered:
@@ -262,8 +271,12 @@ func (h *Harness) finishTurn(ctx context.Context, r turnResult) {
 		}
 	})
 	absorbSteered(&r, t)
-	h.publishTurnMetric(ctx, r)
+	r.replied = t != nil && t.replied
+	r.asked = h.personAsked(r.in.batch)
 	outcome := decideOutcome(r, h.chans.gone(k.Channel))
+	if outcome != turnUnanswered {
+		h.publishTurnMetric(ctx, r) // else once the safety net has decided
+	}
 	h.metrics.turnEnded(outcome)
 	if outcome != turnMerged {
 		h.ack.finished(r.in.batch.IDs()...) // the conversation's work goes on after a merge: its 👀 stay
@@ -272,13 +285,20 @@ func (h *Harness) finishTurn(ctx context.Context, r turnResult) {
 	if r.gooseProbe != ProbeUnknown {
 		s.ident.GooseProbe = r.gooseProbe
 	}
+	if outcome == turnDone || outcome == turnAnsweredLate || outcome == turnStopped {
+		h.completeReminders(ctx, r.in.batch.Events()) // reminders.go
+	}
 	switch outcome {
 	case turnMerged:
 		h.carryTurn(r, t)
 	case turnStopped:
 		h.dropTurn(r)
 	case turnDone:
+		h.finishBatch(r)
 		h.commitTurn(r)
+	case turnUnanswered:
+		h.commitTurn(r)
+		h.checkAnswer(ctx, r)
 	case turnAnsweredLate:
 		h.closeAnsweredTurn(r)
 	case turnResumeLost:
@@ -306,12 +326,17 @@ func (h *Harness) dropTurn(r turnResult) {
 	h.log.Info("turn stopped", "channel", k.Channel, "why", cmp.Or(r.cause, errLeft))
 }
 
-// commitTurn records an answered batch: what the session was given, and whether it must rotate
-// (the agent hit a limit, or --max-turns-per-session).
+// finishBatch records an answered batch: its conversation may run again.
+func (h *Harness) finishBatch(r turnResult) {
+	h.convs.Complete(r.in.conv)
+	h.done(r.in.batch.IDs()...)
+}
+
+// commitTurn records what a turn that ended gave its session, and whether the session must rotate
+// (the agent hit a limit, or --max-turns-per-session). Its batch is finished by the caller, or by
+// the safety net once it has checked for the answer.
 func (h *Harness) commitTurn(r turnResult) {
 	s, k := r.in.slot, r.in.conv
-	h.convs.Complete(k)
-	h.done(r.in.batch.IDs()...)
 	sess := r.session
 	sess.Turns++
 	if r.standing {
@@ -336,8 +361,7 @@ func (h *Harness) commitTurn(r turnResult) {
 func (h *Harness) closeAnsweredTurn(r turnResult) {
 	k := r.in.conv
 	h.log.Warn("agent failed after replying; not retrying the batch", "channel", k.Channel, "err", r.err)
-	h.convs.Complete(k)
-	h.done(r.in.batch.IDs()...)
+	h.finishBatch(r)
 	h.crashed(r.in.slot)
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/buzz-harness/buzz/internal/fakemodel"
+	"github.com/buzz-harness/buzz/internal/harness"
 	"github.com/buzz-harness/buzz/internal/protocol"
 )
 
@@ -162,5 +163,31 @@ func TestZedClaudeAgentACP0231GetsBasePromptAsMetaAppend(t *testing.T) {
 	// 0.23.1 has no spec systemPrompt capability; it reads only _meta.systemPrompt.append.
 	if p.SystemPrompt != nil || !strings.Contains(p.Meta.SystemPrompt.Append, "[Base]") {
 		t.Fatalf("session/new params = %s", news[0])
+	}
+}
+
+// A model that answers in text and never calls a tool: claude-agent-acp ends the turn with the
+// answer in its session text only, and buzz-acp's safety net posts it in the thread.
+func TestClaudeAgentACP0101TextOnlyAnswerIsPostedByTheSafetyNet(t *testing.T) {
+	node, script := claudeACP.command(t)
+	m := fakemodel.NewAnthropic(t, func(int, fakemodel.Request) fakemodel.Reply {
+		return fakemodel.Reply{Text: []string{"The answer is 42."}, InputTokens: 100, OutputTokens: 10}
+	})
+	s := newStack(t)
+	t.Cleanup(func() { dumpOnFailure(t, s, m.Requests()) })
+	manualPermissions(t, s.home)
+	s.start(node, []string{script}, claudeEnv(m)...)
+
+	mention := s.mention("what is the answer?")
+	reply := s.waitReply(mention.ID, 60*time.Second)
+	if reply.Content != "The answer is 42." {
+		t.Fatalf("reply content %q, want the model's text", reply.Content)
+	}
+	fallback := false
+	for _, tag := range reply.Tags {
+		fallback = fallback || len(tag) >= 2 && tag[0] == harness.FallbackMarker && tag[1] == "1"
+	}
+	if ref := protocol.ParseThread(reply.Tags); !fallback || ref.Parent != mention.ID {
+		t.Fatalf("reply is not the safety net's, threaded on the mention: tags %v", reply.Tags)
 	}
 }

@@ -11,12 +11,13 @@
 //
 //	<crc32c of the JSON, 8 hex digits> <JSON>\n
 //
-// with JSON one of {"op":"accept","entry":{…}}, {"op":"done","ids":[…]} or
-// {"op":"watermark","ts":N}. Replay skips a torn last line or a record whose checksum fails,
-// with a warning; it never refuses to start. Open rewrites the file with only the live state
-// (compaction); later, once the file has grown past a threshold, a Done or Skip asks the syncer
-// goroutine to compact it in the background (never InFlight, which sits on the way to a
-// prompt): no caller ever waits for a rewrite or an fsync.
+// with JSON one of {"op":"accept","entry":{…}}, {"op":"inflight","ids":[…],"ts":N},
+// {"op":"outcome","ids":[…],"reply":{…}}, {"op":"done","ids":[…]} or {"op":"watermark","ts":N}.
+// Replay skips a torn last line or a record whose checksum fails, with a warning; it never
+// refuses to start. Open rewrites the file with only the live state (compaction); later, once
+// the file has grown past a threshold, a Done or Skip asks the syncer goroutine to compact it in
+// the background (never InFlight, which sits on the way to a prompt): no caller ever waits for a
+// rewrite or an fsync.
 package journal
 
 import (
@@ -57,14 +58,21 @@ type Entry struct {
 	// second, so an agent reply dated in that second can only be this batch's (see
 	// harness.replyAnswers; created_at has one-second resolution).
 	InFlightOwnSecond bool `json:"inFlightOwnSecond,omitempty"`
+	// PromptTag is the prompt tag of the subscription rule the event matched ("" = the default).
+	PromptTag string `json:"promptTag,omitempty"`
+	// Outcome is the signed event the harness decided to post for the batch in flight (a
+	// fallback reply or a failure notice) and may not have posted yet; after a crash it is
+	// posted as it is, so the decision is neither lost nor made twice.
+	Outcome json.RawMessage `json:"outcome,omitempty"`
 }
 
 type record struct {
-	Op    string   `json:"op"`
-	Entry *Entry   `json:"entry,omitempty"`
-	IDs   []string `json:"ids,omitempty"`
-	TS    int64    `json:"ts,omitempty"`
-	Own   bool     `json:"own,omitempty"` // inflight: Entry.InFlightOwnSecond
+	Op    string          `json:"op"`
+	Entry *Entry          `json:"entry,omitempty"`
+	IDs   []string        `json:"ids,omitempty"`
+	TS    int64           `json:"ts,omitempty"`
+	Own   bool            `json:"own,omitempty"`   // inflight: Entry.InFlightOwnSecond
+	Reply json.RawMessage `json:"reply,omitempty"` // outcome: Entry.Outcome
 }
 
 const (
@@ -72,6 +80,7 @@ const (
 	opDone      = "done"
 	opWatermark = "watermark"
 	opInFlight  = "inflight"
+	opOutcome   = "outcome"
 )
 
 // appendFile is the part of *os.File the journal appends through; tests swap in failing ones.
@@ -170,6 +179,17 @@ func (s *state) apply(r record) bool {
 			if e, ok := s.pending[id]; ok {
 				e.InFlightAt = time.Unix(r.TS, 0)
 				e.InFlightOwnSecond = r.Own
+				e.Outcome = nil // a new turn: any earlier decision was not this one's
+				s.pending[id] = e
+			}
+		}
+	case opOutcome:
+		if !json.Valid(r.Reply) {
+			return false
+		}
+		for _, id := range r.IDs {
+			if e, ok := s.pending[id]; ok {
+				e.Outcome = r.Reply
 				s.pending[id] = e
 			}
 		}
@@ -449,6 +469,26 @@ func (j *Journal) InFlight(at time.Time, ownSecond bool, eventIDs ...string) err
 	if err := j.writeLocked(r); err != nil {
 		j.needsSync = true
 		return fmt.Errorf("journal in-flight: %w", err)
+	}
+	return nil
+}
+
+// Outcome records the event the harness decided to post for events in flight (signed, so a
+// second post after a crash is the same event). Like InFlight it never compacts.
+func (j *Journal) Outcome(reply json.RawMessage, eventIDs ...string) error {
+	if !json.Valid(reply) {
+		return errors.New("journal outcome: reply is not valid JSON")
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return errors.New("journal outcome: journal is closed")
+	}
+	r := record{Op: opOutcome, IDs: eventIDs, Reply: append(json.RawMessage(nil), reply...)}
+	j.state.apply(r)
+	if err := j.writeLocked(r); err != nil {
+		j.needsSync = true
+		return fmt.Errorf("journal outcome: %w", err)
 	}
 	return nil
 }

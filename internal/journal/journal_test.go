@@ -580,6 +580,36 @@ func TestInFlightMarkSurvivesReopenAndCompaction(t *testing.T) {
 	}
 }
 
+func TestDecidedOutcomeSurvivesReopenAndCompactionUntilTheBatchGoesInFlightAgain(t *testing.T) {
+	dir := t.TempDir()
+	j, _ := openT(t, dir, nil)
+	mustAppend(t, j, 1, 2)
+	at := time.Unix(1700000100, 0)
+	if err := j.InFlight(at, true, entry(1).EventID); err != nil {
+		t.Fatal(err)
+	}
+	reply := json.RawMessage(`{"id":"ab","kind":9,"content":"the agent's answer"}`)
+	if err := j.Outcome(reply, entry(1).EventID); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Outcome(json.RawMessage(`{not json`), entry(1).EventID); err == nil {
+		t.Fatal("an outcome that is not JSON was recorded")
+	}
+	_ = j.Compact()
+	_ = j.Close()
+	j2, _ := openT(t, dir, nil)
+	p := j2.Pending()
+	if len(p) != 2 || string(p[0].Outcome) != string(reply) || p[1].Outcome != nil {
+		t.Fatalf("pending after reopen = %+v", p)
+	}
+	if err := j2.InFlight(at.Add(time.Minute), true, entry(1).EventID); err != nil {
+		t.Fatal(err)
+	}
+	if p := j2.Pending(); p[0].Outcome != nil {
+		t.Fatal("a new turn of the batch kept the previous turn's decision")
+	}
+}
+
 func TestFutureDatedEventCannotPushTheWatermarkPastTheClock(t *testing.T) {
 	j, _ := openT(t, t.TempDir(), nil)
 	e := entry(1)

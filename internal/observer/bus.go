@@ -33,6 +33,9 @@ const (
 	TypeHistory               Type = "history"                 // AgentUpdate with Replay set
 	TypeTurnEnded             Type = "turn_ended"              // TurnEnded
 	TypeDeadLetter            Type = "dead_letter"             // DeadLetter
+	TypeHeartbeatSkipped      Type = "heartbeat_skipped"       // HeartbeatSkipped
+	TypeSilentTurn            Type = "silent_turn"             // SilentTurn
+	TypeFallbackPublished     Type = "fallback_published"      // FallbackPublished
 	// TypeGap is sent only to a subscriber that fell behind, in place of the events it missed.
 	TypeGap Type = "gap" // Gap
 )
@@ -143,6 +146,25 @@ type (
 		Events []string `json:"events"`
 		Reason string   `json:"reason"`
 	}
+	// HeartbeatSkipped: a heartbeat tick found nothing new for the agent since Since, so no
+	// prompt was sent (--heartbeat-always sends one anyway).
+	HeartbeatSkipped struct {
+		Since   time.Time `json:"since"`
+		Checked int       `json:"checked"` // events since then, all already seen by the agent
+	}
+	// SilentTurn: a turn asked by a person ended and no answer from the agent reached them.
+	// Action is what the harness did about it: "fallback" (posted the agent's final text) or
+	// "notice" (posted a failure notice saying Reason).
+	SilentTurn struct {
+		Events []string `json:"events"`
+		Reason string   `json:"reason"`
+		Action string   `json:"action"`
+	}
+	// FallbackPublished: the harness posted the agent's final text as its reply.
+	FallbackPublished struct {
+		EventID string `json:"eventId"` // the reply's id
+		Bytes   int    `json:"bytes"`
+	}
 	Gap struct {
 		Missed  uint64 `json:"missed"`  // events this subscriber did not receive
 		LastSeq uint64 `json:"lastSeq"` // Seq of the newest missed event
@@ -168,6 +190,9 @@ func (PromptContextDelivery) Type() Type { return TypePromptContextDelivery }
 func (Prompt) Type() Type                { return TypePrompt }
 func (TurnEnded) Type() Type             { return TypeTurnEnded }
 func (DeadLetter) Type() Type            { return TypeDeadLetter }
+func (HeartbeatSkipped) Type() Type      { return TypeHeartbeatSkipped }
+func (SilentTurn) Type() Type            { return TypeSilentTurn }
+func (FallbackPublished) Type() Type     { return TypeFallbackPublished }
 func (Gap) Type() Type                   { return TypeGap }
 
 func (u AgentUpdate) Type() Type {

@@ -97,6 +97,19 @@ func goldenCases() map[string]Input {
 	in.Context = window(tRoot, tBob, tAgent, in.Events[0])
 	cases["thread_agent_to_agent"] = in
 
+	// Thread follow: Alice answers the agent's reply without mentioning it.
+	in = base()
+	followUp := reply(7, alice, "thanks, and the retry count?", idN(1), idN(3))
+	in.Events, in.Followed = []nostr.Event{followUp}, map[string]bool{followUp.ID: true}
+	in.Context = window(tRoot, tBob, tAgent, followUp)
+	cases["thread_followed"] = in
+
+	in = base()
+	in.Events = []nostr.Event{followUp, tNested}
+	in.Followed = map[string]bool{followUp.ID: true}
+	in.Context = window(tRoot, tBob, tAgent, followUp, tNested)
+	cases["thread_followed_and_mention"] = in
+
 	dm := Channel{ID: chanID, Type: "dm"}
 	in = base()
 	in.Channel = dm

@@ -18,6 +18,10 @@ import (
 // DefaultTag is the prompt tag of a batch that names none (a plain @mention).
 const DefaultTag = "@mention"
 
+// FollowTag is the prompt tag of a batch that only thread follow brought: nobody mentioned the
+// agent.
+const FollowTag = "thread follow"
+
 // MergeReason says why an in-flight turn was cancelled and its events carried into this one.
 type MergeReason int
 
@@ -50,6 +54,9 @@ type Input struct {
 	Reason    MergeReason
 	Channel   Channel
 	Tag       string // prompt tag; DefaultTag when empty
+	// EventTags are the prompt tags of single events (event id → the tag of the subscription
+	// rule it matched), over Tag.
+	EventTags map[string]string
 	Profiles  map[string]Profile
 	Self      string // the agent's own pubkey: always an agent for reply-anchor purposes
 
@@ -58,6 +65,9 @@ type Input struct {
 	Context *ThreadWindow
 	// Delivered holds the event ids this session has already been shown.
 	Delivered map[string]bool
+	// Followed holds the ids of the Events that reached the agent by thread follow: they
+	// continue a thread it replied in, and nobody mentioned it.
+	Followed map[string]bool
 
 	Standing        Standing
 	IncludeStanding bool // legacy route and standing not yet sent in this session
@@ -97,6 +107,9 @@ func Build(in Input) Rendered {
 	r := renderer{in: in, tag: in.Tag}
 	if strings.TrimSpace(r.tag) == "" {
 		r.tag = DefaultTag
+		if _, all := r.followed(); all {
+			r.tag = FollowTag
+		}
 	}
 	return r.build()
 }
@@ -155,11 +168,11 @@ func (r *renderer) build() Rendered {
 	switch {
 	case len(in.Events) == 0:
 	case merging && len(in.Events) == 1:
-		r.add(r.newHeader(1) + "\n\n[Buzz event: " + r.tag + "]\n" + r.eventBlock(in.Events[0], true))
+		r.add(r.newHeader(1) + "\n\n[Buzz event: " + r.tagOf(in.Events[0]) + "]\n" + r.eventBlock(in.Events[0], true))
 	case merging:
 		r.add(r.eventList(r.newHeader(len(in.Events)), in.Events))
 	case len(in.Events) == 1:
-		r.add("[Buzz event: " + r.tag + "]\n" + r.eventBlock(in.Events[0], true))
+		r.add("[Buzz event: " + r.tagOf(in.Events[0]) + "]\n" + r.eventBlock(in.Events[0], true))
 	default:
 		r.add(r.eventList(fmt.Sprintf("[Buzz events — %d events]", len(in.Events)), in.Events))
 	}
@@ -176,6 +189,14 @@ func (r *renderer) build() Rendered {
 	r.out.Stats.EventDeltaCount = len(in.Events)
 	r.out.DeliveredIDs = deliveredIDs(in.Events, in.Cancelled, shown.Messages)
 	return r.out
+}
+
+// tagOf is an event's prompt tag: its rule's, else the prompt's.
+func (r *renderer) tagOf(ev nostr.Event) string {
+	if t := cleanLine(r.in.EventTags[ev.ID], 100); t != "" {
+		return t
+	}
+	return r.tag
 }
 
 // lastEvent is the event that decides scope and reply anchor: the newest of the batch.
@@ -283,6 +304,10 @@ func (r *renderer) contextBlock(last nostr.Event, hasCtx, complete, hadDelivered
 	ref := protocol.ParseThread(last.Tags)
 	ch := r.channelID(last)
 	lines := []string{"[Context]"}
+	// Which subscription rule brought the newest event in, when it is not a plain mention.
+	if tag := cleanLine(r.in.EventTags[last.ID], 100); tag != "" && tag != DefaultTag {
+		lines = append(lines, "Subscription rule: "+tag)
+	}
 	channelLines := func() {
 		lines = append(lines, "Channel: "+r.channelDisplay(last))
 		if d := cleanLine(r.in.Channel.Description, 500); d != "" {
@@ -290,6 +315,7 @@ func (r *renderer) contextBlock(last nostr.Event, hasCtx, complete, hadDelivered
 		}
 	}
 	threadCmd := "buzz messages thread --channel " + ch + " --event " + ref.Root
+	note, all := r.followed()
 	switch {
 	case r.in.Channel.Type == protocol.TypeDM:
 		lines = append(lines, "Scope: dm")
@@ -300,7 +326,7 @@ func (r *renderer) contextBlock(last nostr.Event, hasCtx, complete, hadDelivered
 			if ref.Parent != ref.Root {
 				lines = append(lines, "Parent: "+ref.Parent)
 			}
-			lines = append(lines, replyInstruction(last.ID))
+			lines = append(lines, followLines(note, all, last.ID, replyInstruction(last.ID))...)
 		} else {
 			lines = append(lines, hint("Conversation", "buzz messages get --channel "+ch, "for conversation context.", hasCtx, complete, hadDelivered))
 		}
@@ -312,9 +338,11 @@ func (r *renderer) contextBlock(last nostr.Event, hasCtx, complete, hadDelivered
 			lines = append(lines, "Parent: "+ref.Parent)
 		}
 		lines = append(lines, hint("Thread", threadCmd, "to fetch thread context.", hasCtx, complete, hadDelivered))
+		instruction := ""
 		if r.humanFacing(last) {
-			lines = append(lines, replyInstruction(ref.Root))
+			instruction = replyInstruction(ref.Root)
 		}
+		lines = append(lines, followLines(note, all, ref.Root, instruction)...)
 	default:
 		lines = append(lines, "Scope: channel")
 		channelLines()
@@ -324,6 +352,45 @@ func (r *renderer) contextBlock(last nostr.Event, hasCtx, complete, hadDelivered
 		}
 	}
 	return strings.Join(lines, "\n")
+}
+
+// followed is the [Context] line for the batch's events that reached the agent by thread follow
+// ("" when none did), and whether all of them did.
+func (r *renderer) followed() (note string, all bool) {
+	var ids []string
+	for _, ev := range r.in.Events {
+		if r.in.Followed[ev.ID] {
+			ids = append(ids, ev.ID)
+		}
+	}
+	switch {
+	case len(ids) == 0:
+		return "", false
+	case len(ids) < len(r.in.Events) && len(ids) == 1:
+		return "Followed: " + ids[0] + " did not mention you; it continues a thread you replied in.", false
+	case len(ids) < len(r.in.Events):
+		return "Followed: " + strings.Join(ids, ", ") + " did not mention you; they continue a thread you replied in.", false
+	case len(ids) == 1:
+		return "Followed: nobody mentioned you; this message continues a thread you replied in. Answer only if it needs you; if it does not, end your turn without posting.", true
+	}
+	return "Followed: nobody mentioned you; these messages continue a thread you replied in. Answer only if they need you; if they do not, end your turn without posting.", true
+}
+
+// followLines are the [Context] lines after a thread's hint: the follow note, if any, then the
+// reply instruction — a softer one when thread follow alone brought the batch, as the agent may
+// decide it needs no answer.
+func followLines(note string, all bool, anchor, instruction string) []string {
+	var out []string
+	if note != "" {
+		out = append(out, note)
+	}
+	if all {
+		instruction = "If you answer, reply with `buzz messages send --reply-to " + anchor + "`."
+	}
+	if instruction != "" {
+		out = append(out, instruction)
+	}
+	return out
 }
 
 func hint(what, cmd, fetchTail string, hasCtx, complete, hadDelivered bool) string {
@@ -377,7 +444,7 @@ func (r *renderer) eventList(header string, evs []nostr.Event) string {
 	var b strings.Builder
 	b.WriteString(header)
 	for i, ev := range evs {
-		fmt.Fprintf(&b, "\n\n--- Event %d (%s) ---\n", i+1, r.tag)
+		fmt.Fprintf(&b, "\n\n--- Event %d (%s) ---\n", i+1, r.tagOf(ev))
 		b.WriteString(r.eventBlock(ev, true))
 	}
 	return b.String()

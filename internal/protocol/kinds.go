@@ -22,6 +22,7 @@ const (
 	KindObserverFrame    = 24200
 	KindHTTPAuth         = 27235
 	KindEngram           = 30174
+	KindPrivateReminder  = 30300 // NIP-ER: author-only, due at its not_before
 	KindGroupMetadata    = 39000
 	KindGroupAdmins      = 39001
 	KindGroupMembers     = 39002

@@ -31,6 +31,10 @@ var pGatedKinds = []int{protocol.KindGiftWrap, protocol.KindObserverFrame, proto
 // engrams: an agent's memory; NIP-AM turn metrics: the agent and its owner).
 var personalKinds = []int{protocol.KindEngram, protocol.KindTurnMetric}
 
+// authorOnlyKinds are readable only by their author: NIP-ER reminders, whose existence, count
+// and schedule nobody else may learn.
+var authorOnlyKinds = []int{protocol.KindPrivateReminder}
+
 // maxReadableCache bounds the per-reader cache; it is simply dropped when full.
 const maxReadableCache = 4096
 
@@ -85,7 +89,7 @@ func (a *acl) canRead(pubkey, id string) bool {
 
 // access is what pubkey may read from the store.
 func (a *acl) access(pubkey string) store.Access {
-	return store.Access{Pubkey: pubkey, Channels: a.readableChannels(pubkey), PGated: pGatedKinds, Personal: personalKinds}
+	return store.Access{Pubkey: pubkey, Channels: a.readableChannels(pubkey), PGated: pGatedKinds, Personal: personalKinds, AuthorOnly: authorOnlyKinds}
 }
 
 func (a *acl) readableChannels(pubkey string) []string {
@@ -132,6 +136,9 @@ func (r *Relay) canSee(pubkey string, ev *nostr.Event, channelID string) bool {
 		return false
 	}
 	if slices.Contains(personalKinds, ev.Kind) && ev.PubKey != pubkey && !ev.Tags.ContainsAny("p", []string{pubkey}) {
+		return false
+	}
+	if slices.Contains(authorOnlyKinds, ev.Kind) && ev.PubKey != pubkey {
 		return false
 	}
 	if channelID != "" && !r.acl.canRead(pubkey, channelID) {

@@ -73,6 +73,8 @@ type Config struct {
 	// WriteTimeout is how long one frame may take to reach a client before it is dropped as
 	// stalled; 0 = DefaultWriteTimeout.
 	WriteTimeout time.Duration
+	// ReminderPoll is how often due NIP-ER reminders are looked for; 0 = DefaultReminderPoll.
+	ReminderPoll time.Duration
 	Logger       *slog.Logger     // nil = discard
 	Now          func() time.Time // nil = time.Now
 
@@ -110,8 +112,9 @@ type Relay struct {
 
 	peakQueued atomic.Int64 // highest bytes ever queued on one connection (tests, limits)
 
-	shared     shared // nil unless several nodes may share the store
-	stopFollow func()
+	shared        shared // nil unless several nodes may share the store
+	stopFollow    func()
+	stopReminders func()
 }
 
 // Open opens the store, loads or creates the relay key and runs migrations.
@@ -151,6 +154,7 @@ func Open(cfg Config) (*Relay, error) {
 		return nil, fmt.Errorf("relay: open store: %w", err)
 	}
 	sh, _ := st.(shared)
+	rs, _ := st.(store.Reminders)
 	if cfg.wrapStore != nil {
 		st = cfg.wrapStore(st)
 	}
@@ -179,6 +183,9 @@ func Open(cfg Config) (*Relay, error) {
 			st.Close()
 			return nil, err
 		}
+	}
+	if rs != nil {
+		r.stopReminders = r.startReminders(rs)
 	}
 	r.info = r.nip11()
 	r.mux = http.NewServeMux()
@@ -254,6 +261,9 @@ func (r *Relay) Close() error {
 		c.shutdown()
 	}
 	r.handlers.Wait()
+	if r.stopReminders != nil {
+		r.stopReminders()
+	}
 	if r.stopFollow != nil {
 		r.stopFollow()
 	}
@@ -338,6 +348,7 @@ func (r *Relay) nip11() []byte {
 			"auth_required":      true,
 			"restricted_writes":  true,
 			"payment_required":   false,
+			"due_delivery_mode":  "push", // NIP-ER: due reminders are re-sent to their author
 		},
 	}
 	b, _ := json.Marshal(doc)

@@ -30,12 +30,14 @@ var ingestRules = []ingestRule{
 	oneLowercaseChannel,
 	channelKindNamesChannel,
 	turnMetricAddressing,
+	reminderTags,
 	databaseLive,
 
 	applyAdmin,
 	applyDMCommand,
 
 	writableChannel,
+	forumPostInForum,
 	editOfOwnMessage,
 	systemRowByMember,
 	fanOutEphemeral,
@@ -70,6 +72,7 @@ var clientKinds = kindSet(
 	protocol.KindSystemMessage, protocol.KindCanvas,
 	protocol.KindForumPost, protocol.KindForumVote, protocol.KindForumComment,
 	protocol.KindDMOpen, protocol.KindDMAddMember, // docs/dms.md
+	protocol.KindPrivateReminder, // NIP-ER (reminders.go)
 )
 
 // relayOnlyKinds are signed by the relay itself; clients may not publish them.

@@ -45,6 +45,27 @@
 //	TESTAGENT_UNKNOWN_REQUEST=1 send a `_testagent/probe` request to the client each turn (answer recorded)
 //	TESTAGENT_STOP_REASON=s     stopReason to answer with (default "end_turn")
 //
+//	The CLI run is reported as a tool call (tool_call "execute" with the command as title and
+//	rawInput, then tool_call_update completed or failed with its output), as real adapters do.
+//
+// Replies that go wrong (for the harness's reply safety net)
+//
+//	TESTAGENT_FINAL_TEXT=tmpl   stream this instead of the reply after the CLI run ({reply} is the
+//	                            reply; set but empty: no text at all)
+//	TESTAGENT_SEND_FAILS=continue  a failed CLI run does not fail the turn: it ends normally
+//	TESTAGENT_DROP_KEY=1        run the CLI without BUZZ_PRIVATE_KEY (it exits 3), as a shell that
+//	                            strips it would
+//	TESTAGENT_SEND_CHANNEL=uuid send to this channel instead of the prompt's (top level)
+//	TESTAGENT_DENY_SEND=1       report the send as refused by a permission rule and never run it
+//	TESTAGENT_REPLY_LATE=ms     end the turn first (streaming the reply), then send it this long after
+//	TESTAGENT_SKIP_FOLLOWED=1   a prompt that only thread follow brought ("Followed: nobody
+//	                            mentioned you") is ended with no text and no send
+//	TESTAGENT_RELAY_URL=url     the CLI's BUZZ_RELAY_URL (default: the agent's own)
+//
+//	One run can mix them: "[silent:text]" in the last event's content answers in text only,
+//	"[silent:nokey]" sends without the key, "[silent:denied]" has the send denied (and says so in
+//	text), "[silent:refused=<channel uuid>]" sends there; none of these fails the turn.
+//
 // Faults
 //
 //	TESTAGENT_CRASH_ON=N     os.Exit(3) mid-turn on the Nth prompt (counted across restarts in the state
@@ -75,9 +96,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -95,7 +118,6 @@ type config struct {
 	stateDir         string
 	reply            string
 	buzz             string
-	noCLI            bool
 	stream           int
 	bigChunk         int
 	permission       bool
@@ -115,6 +137,10 @@ type config struct {
 	sessionState     map[string]json.RawMessage
 	setError         map[string]bool
 	authMethods      json.RawMessage
+	replyKnobs
+	replyLate    time.Duration
+	skipFollowed bool
+	cliRelayURL  string
 }
 
 func loadConfig() (config, error) {
@@ -128,7 +154,6 @@ func loadConfig() (config, error) {
 		stateDir:         os.Getenv("TESTAGENT_STATE_DIR"),
 		reply:            envOr("TESTAGENT_REPLY", "echo: {content}"),
 		buzz:             envOr("TESTAGENT_BUZZ", "buzz"),
-		noCLI:            os.Getenv("TESTAGENT_NO_CLI") == "1",
 		permission:       os.Getenv("TESTAGENT_PERMISSION") == "1",
 		unknownRequest:   os.Getenv("TESTAGENT_UNKNOWN_REQUEST") == "1",
 		stopReason:       envOr("TESTAGENT_STOP_REASON", "end_turn"),
@@ -141,6 +166,25 @@ func loadConfig() (config, error) {
 		gooseSteer:       os.Getenv("TESTAGENT_GOOSE_STEER") == "1",
 		hangAfterReply:   os.Getenv("TESTAGENT_HANG_AFTER_REPLY"),
 		noUsage:          os.Getenv("TESTAGENT_NO_USAGE") == "1",
+		replyKnobs: replyKnobs{
+			noCLI:       os.Getenv("TESTAGENT_NO_CLI") == "1",
+			sendFailsOK: os.Getenv("TESTAGENT_SEND_FAILS") == "continue",
+			dropKey:     os.Getenv("TESTAGENT_DROP_KEY") == "1",
+			sendChannel: os.Getenv("TESTAGENT_SEND_CHANNEL"),
+			denySend:    os.Getenv("TESTAGENT_DENY_SEND") == "1",
+		},
+		skipFollowed: os.Getenv("TESTAGENT_SKIP_FOLLOWED") == "1",
+		cliRelayURL:  os.Getenv("TESTAGENT_RELAY_URL"),
+	}
+	if v, ok := os.LookupEnv("TESTAGENT_FINAL_TEXT"); ok {
+		c.finalText = &v
+	}
+	if v := os.Getenv("TESTAGENT_REPLY_LATE"); v != "" {
+		ms, err := strconv.Atoi(v)
+		if err != nil || ms < 0 {
+			return c, fmt.Errorf("TESTAGENT_REPLY_LATE=%q is not a number of milliseconds", v)
+		}
+		c.replyLate = time.Duration(ms) * time.Millisecond
 	}
 	if v := os.Getenv("TESTAGENT_COST_PER_TURN"); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
@@ -191,6 +235,35 @@ func loadConfig() (config, error) {
 	}
 	return c, os.MkdirAll(filepath.Join(c.stateDir, "sessions"), 0o755)
 }
+
+// replyKnobs say how a turn's reply goes wrong (if it does).
+type replyKnobs struct {
+	noCLI       bool
+	finalText   *string // TESTAGENT_FINAL_TEXT; nil: the reply
+	sendFailsOK bool
+	dropKey     bool
+	sendChannel string
+	denySend    bool
+}
+
+// knobsFor is the reply knobs for a turn whose last event says content: the configured ones, or
+// those a "[silent:…]" directive in it names.
+func (c config) knobsFor(content string) replyKnobs {
+	none, denied := "", "I was not allowed to post my answer."
+	switch m := reRefused.FindStringSubmatch(content); {
+	case strings.Contains(content, "[silent:text]"):
+		return replyKnobs{noCLI: true}
+	case strings.Contains(content, "[silent:nokey]"):
+		return replyKnobs{dropKey: true, sendFailsOK: true, finalText: &none}
+	case strings.Contains(content, "[silent:denied]"):
+		return replyKnobs{denySend: true, sendFailsOK: true, finalText: &denied}
+	case m != nil:
+		return replyKnobs{sendChannel: m[1], sendFailsOK: true, finalText: &none}
+	}
+	return c.replyKnobs
+}
+
+var reRefused = regexp.MustCompile(`\[silent:refused=([0-9a-f-]{36})\]`)
 
 func envOr(k, def string) string {
 	if v, ok := os.LookupEnv(k); ok {
@@ -588,6 +661,9 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 	reply := a.replyText(info, s.ID, codeword, count)
 
 	send := true
+	if a.cfg.skipFollowed && strings.Contains(text, "Followed: nobody mentioned you") {
+		return a.finish(s, text, ""), nil
+	}
 	if a.cfg.permission {
 		kind, err := a.askPermission(ctx, s.ID)
 		switch {
@@ -605,14 +681,26 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 	if a.cfg.bigChunk > 0 {
 		_ = acp.SendUpdate(a.conn, s.ID, acp.TextChunk(acp.UpdateAgentMessageChunk, strings.Repeat("x", a.cfg.bigChunk)))
 	}
-	if send && !a.cfg.noCLI {
-		if err := a.runCLI(info, reply); err != nil {
+	k := a.cfg.knobsFor(info.LastContent())
+	late := send && !k.noCLI && a.cfg.replyLate > 0
+	if send && !k.noCLI && !late {
+		if err := a.send(k, s.ID, info, reply); err != nil && !k.sendFailsOK {
 			// Like a careful agent: a reply that could not be posted fails the turn.
 			return nil, acp.NewRPCError(acp.CodeInternal, "could not post the reply: "+err.Error(), nil)
 		}
 	}
-	for _, part := range split(reply, a.cfg.stream) {
-		_ = acp.SendUpdate(a.conn, s.ID, acp.TextChunk(acp.UpdateAgentMessageChunk, part))
+	final := reply
+	if k.finalText != nil {
+		final = strings.ReplaceAll(*k.finalText, "{reply}", reply)
+	}
+	if final != "" {
+		for _, part := range split(final, a.cfg.stream) {
+			_ = acp.SendUpdate(a.conn, s.ID, acp.TextChunk(acp.UpdateAgentMessageChunk, part))
+		}
+	}
+	if late {
+		// After the turn's response is on its way: the reply lands once the turn is over.
+		time.AfterFunc(a.cfg.replyLate, func() { _, _ = a.runCLI(k, info, reply) })
 	}
 	if hangs(a.cfg.hangAfterReply, count) {
 		<-ctx.Done()
@@ -621,6 +709,11 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 	if ctx.Err() != nil {
 		return cancelled, nil
 	}
+	return a.finish(s, text, reply), nil
+}
+
+// finish records the turn in the session and answers the prompt.
+func (a *agent) finish(s *session, text, reply string) acp.PromptResponse {
 	a.mu.Lock()
 	s.History = append(s.History, turn{User: text, Agent: reply})
 	turns := len(s.History)
@@ -631,10 +724,10 @@ func (a *agent) prompt(ctx context.Context, params json.RawMessage) (any, error)
 			"cost": map[string]any{"amount": a.cfg.costPerTurn * float64(turns), "currency": "USD"}})
 	}
 	if a.cfg.noUsage {
-		return acp.PromptResponse{StopReason: a.cfg.stopReason}, nil
+		return acp.PromptResponse{StopReason: a.cfg.stopReason}
 	}
 	usage, _ := json.Marshal(map[string]int{"inputTokens": len(text), "outputTokens": len(reply), "totalTokens": len(text) + len(reply)})
-	return acp.PromptResponse{StopReason: a.cfg.stopReason, Usage: usage}, nil
+	return acp.PromptResponse{StopReason: a.cfg.stopReason, Usage: usage}
 }
 
 // hangs reports whether prompt number count hangs (TESTAGENT_HANG_ON: "all" or a list).
@@ -721,33 +814,98 @@ func (a *agent) askPermission(ctx context.Context, sessionID string) (string, er
 	return "", fmt.Errorf("unknown option %q", res.Outcome.OptionID)
 }
 
-// runCLI posts the reply with the buzz CLI, trying three times (the CLI retries transient
-// errors itself; this covers a relay that is restarting).
-func (a *agent) runCLI(info promptInfo, reply string) error {
-	if info.ChannelID == "" {
-		fmt.Fprintln(os.Stderr, "testagent: no channel in prompt; not replying via CLI")
-		return nil
+// send runs the CLI as a reported tool call: tool_call first, then tool_call_update with its
+// output and status, as real adapters report a shell command. With TESTAGENT_DENY_SEND the call
+// is refused and never runs.
+func (a *agent) send(k replyKnobs, sessionID string, info promptInfo, reply string) error {
+	args := sendArgs(k, info, reply)
+	id := fmt.Sprintf("call_%d", time.Now().UnixNano())
+	command := "buzz " + strings.Join(args, " ")
+	_ = acp.SendUpdate(a.conn, sessionID, map[string]any{"sessionUpdate": "tool_call", "toolCallId": id,
+		"title": command, "kind": "execute", "status": "pending", "rawInput": map[string]any{"command": command}})
+	update := func(status, output string) {
+		_ = acp.SendUpdate(a.conn, sessionID, map[string]any{"sessionUpdate": "tool_call_update", "toolCallId": id, "status": status,
+			"content": []any{map[string]any{"type": "content", "content": map[string]any{"type": "text", "text": output}}}})
+	}
+	if k.denySend {
+		update("failed", "Permission denied: this permission mode does not allow running `buzz`")
+		return errors.New("permission denied")
+	}
+	out, err := a.runCLI(k, info, reply)
+	if err != nil {
+		code := -1
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		}
+		update("failed", fmt.Sprintf("Exit code %d\n%s", code, out))
+		return err
+	}
+	update("completed", out)
+	return nil
+}
+
+func sendArgs(k replyKnobs, info promptInfo, reply string) []string {
+	if k.sendChannel != "" { // a top-level post there: the prompt's events are not in it
+		return []string{"messages", "send", "--channel", k.sendChannel, "--content", reply}
 	}
 	args := []string{"messages", "send", "--channel", info.ChannelID}
 	if to := info.replyTarget(); to != "" {
 		args = append(args, "--reply-to", to)
 	}
-	args = append(args, "--content", reply)
+	return append(args, "--content", reply)
+}
+
+// runCLI posts the reply with the buzz CLI, trying three times (the CLI retries transient
+// errors itself; this covers a relay that is restarting). It returns the last run's stdout and
+// stderr.
+func (a *agent) runCLI(k replyKnobs, info promptInfo, reply string) (string, error) {
+	if info.ChannelID == "" {
+		fmt.Fprintln(os.Stderr, "testagent: no channel in prompt; not replying via CLI")
+		return "", nil
+	}
+	args := sendArgs(k, info, reply)
 	var err error
+	var out []byte
 	for attempt := range 3 {
 		if attempt > 0 {
 			time.Sleep(time.Duration(attempt) * 500 * time.Millisecond)
 		}
 		cmd := exec.Command(a.cfg.buzz, args...)
-		cmd.Stderr = os.Stderr
-		var out []byte
+		cmd.Env = a.cliEnv(k)
+		var stderr strings.Builder
+		cmd.Stderr = io.MultiWriter(os.Stderr, &stderr)
 		out, err = cmd.Output()
 		fmt.Fprintf(os.Stderr, "testagent: %s %s -> err=%v out=%s\n", a.cfg.buzz, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 		if err == nil {
-			return nil
+			return string(out), nil
+		}
+		out = append(out, stderr.String()...)
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ExitCode() == 3 {
+			break // no key, or one the relay refuses: trying again cannot help
 		}
 	}
-	return err
+	return string(out), err
+}
+
+// cliEnv is the CLI's environment: ours, less the key with TESTAGENT_DROP_KEY, with
+// TESTAGENT_RELAY_URL as its relay.
+func (a *agent) cliEnv(kn replyKnobs) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case kn.dropKey && (k == "BUZZ_PRIVATE_KEY" || k == "BUZZ_ACP_PRIVATE_KEY"):
+		case a.cfg.cliRelayURL != "" && k == "BUZZ_RELAY_URL":
+		default:
+			env = append(env, kv)
+		}
+	}
+	if a.cfg.cliRelayURL != "" {
+		env = append(env, "BUZZ_RELAY_URL="+a.cfg.cliRelayURL)
+	}
+	return env
 }
 
 // split cuts s into n roughly equal parts (at least one).

@@ -70,7 +70,7 @@ function renderChannels() {
     ul.append(el("li", {
       class: c.id === S.current ? "active" : "", "data-channel": c.id,
       onclick: () => selectChannel(c.id),
-    }, channelName(c.id), mark, turns ? el("span", { class: "badge", title: "agent turns", text: turns + (turns === 1 ? " turn" : " turns") }) : null));
+    }, channelName(c.id), c.type === "forum" ? el("span", { class: "forum", title: "a forum: posts and comments", text: "forum" }) : null, mark, turns ? el("span", { class: "badge", title: "agent turns", text: turns + (turns === 1 ? " turn" : " turns") }) : null));
   }
 }
 
@@ -317,6 +317,7 @@ function messageEl(m) {
       el("span", { class: "name", text: m.name }),
       m.isAgent ? el("span", { class: "tag", text: "agent" }) : null,
       m.isOwner ? el("span", { class: "tag", text: "you" }) : null,
+      m.kind === 45001 ? el("span", { class: "tag post", text: "post" }) : null,
       el("span", { class: "time", text: time }),
       el("button", { type: "button", class: "reply-btn", text: "Reply in thread", onclick: () => startReply(m) })),
     el("div", { class: "body" }, ...bodyNodes(m.content)),
@@ -603,6 +604,7 @@ const ACTIVITY = {
   acp_line: null,       // raw protocol lines: the activity log's job, never streamed to the page
   event_received: null, // one per relay event: too fine-grained for this view
   gap: procLine((d) => agentProc("missed " + d.missed + " activity events")),
+  heartbeat_skipped: procLine((d) => agentProc("heartbeat skipped: nothing new since " + fmtTime(d.since))),
   agent_spawned: procLine((d) => agentProc("agent started" + (d.pid ? " (pid " + d.pid + ")" : ""))),
   agent_exited: procLine((d) => agentProc("agent exited" + (d.reason ? ": " + d.reason : ""))),
   agent_update: bySession(agentUpdate),
@@ -637,6 +639,16 @@ const ACTIVITY = {
     put(t, el("div", { class: "notice", text: "Gave up on this batch: " + (d.reason || "") }));
     t.status.textContent = "dead letter";
     t.status.className = "turn-status failed";
+  }),
+  silent_turn: byTurn((t, d) => {
+    const did = d.action === "fallback" ? "posted the agent's text for it" : "posted a notice";
+    put(t, el("div", { class: "notice", text: "No answer reached the thread (" + (d.reason || "?") + "); the harness " + did }));
+    t.status.textContent = "silent";
+    t.status.className = "turn-status failed";
+  }),
+  fallback_published: byTurn((t, d) => {
+    put(t, el("div", { class: "session-line", text: "Fallback reply posted (" + (d.bytes || 0) + " bytes)" }));
+    t.status.textContent = "fallback";
   }),
 };
 

@@ -27,9 +27,17 @@ const (
 	StopUnknown   = "unknown"
 )
 
+// The outcomes of a turn that ended but whose answer never reached the person who asked (a
+// harness's reply safety net): the harness posted the agent's text for it, or only a notice.
+// Readers that predate them read "unknown".
+const (
+	OutcomeFallback = "fallback"
+	OutcomeSilent   = "silent"
+)
+
 // Outcomes and terminal evidence (newer optional fields); unknown values read as "unknown".
 var (
-	outcomes  = []string{"success", "cancelled", "failed", "unknown"}
+	outcomes  = []string{"success", "cancelled", "failed", OutcomeFallback, OutcomeSilent, "unknown"}
 	evidences = []string{"prompt_response", "cancel_response", "agent_exit", "timeout", "error", "unknown"}
 	stops     = []string{StopEndTurn, StopMaxTokens, StopCancelled, StopError, StopUnknown}
 )

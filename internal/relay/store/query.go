@@ -44,6 +44,9 @@ func Where(d Dialect, args *[]any, a Access, f Filter) (where string, empty bool
 		conds = append(conds, `(e.kind NOT IN (`+intList(a.Personal)+`) OR e.pubkey = `+d.Param(args, a.Pubkey)+`
 		OR EXISTS (SELECT 1 FROM event_tags ot WHERE ot.name = 'p' AND ot.value = `+d.Param(args, a.Pubkey)+` AND ot.created_at = e.created_at AND ot.seq = e.seq))`)
 	}
+	if len(a.AuthorOnly) > 0 {
+		conds = append(conds, `(e.kind NOT IN (`+intList(a.AuthorOnly)+`) OR e.pubkey = `+d.Param(args, a.Pubkey)+`)`)
+	}
 	if f.IDs != nil {
 		if len(f.IDs) == 0 {
 			return "", true

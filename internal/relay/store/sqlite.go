@@ -17,6 +17,8 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/buzz-harness/buzz/internal/protocol"
 )
 
 //go:embed migrations/*.sql
@@ -431,7 +433,58 @@ func (t *sqliteTx) SaveEvent(ev *nostr.Event, channelID string) error {
 			return err
 		}
 	}
+	if ev.Kind == protocol.KindPrivateReminder {
+		return t.schedule(ev)
+	}
 	return nil
+}
+
+// schedule keeps the due row of a reminder's address in step with its new head.
+func (t *sqliteTx) schedule(ev *nostr.Event) error {
+	d := protocol.TagValue(ev.Tags, "d")
+	nb, ok := DueOf(ev)
+	if !ok {
+		return t.exec(`DELETE FROM reminders_due WHERE pubkey = ? AND d = ?`, ev.PubKey, d)
+	}
+	return t.exec(`INSERT INTO reminders_due (pubkey, d, event_id, not_before, fired) VALUES (?, ?, ?, ?, 0)
+		ON CONFLICT (pubkey, d) DO UPDATE SET event_id = excluded.event_id, not_before = excluded.not_before, fired = 0`,
+		ev.PubKey, d, ev.ID, nb)
+}
+
+// ClaimDue implements Reminders.
+func (s *SQLite) ClaimDue(ctx context.Context, now int64, limit int) ([]nostr.Event, error) {
+	var ids []string
+	err := s.Update(ctx, func(tx Tx) error {
+		ids = ids[:0]
+		st, err := tx.(*sqliteTx).stmt(`UPDATE reminders_due SET fired = 1 WHERE rowid IN
+			(SELECT rowid FROM reminders_due WHERE fired = 0 AND not_before <= ? ORDER BY not_before LIMIT ?) RETURNING event_id`)
+		if err != nil {
+			return err
+		}
+		rows, err := st.Query(now, limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			ids = append(ids, id)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []nostr.Event
+	for _, id := range ids {
+		if ev, _, err := s.Event(ctx, id); err == nil && ev != nil {
+			out = append(out, *ev)
+		}
+	}
+	return out, nil
 }
 
 // replace removes the versions stored at addr that ev replaces, or refuses ev (Replaces).

@@ -60,6 +60,8 @@ type Access struct {
 	PGated []int
 	// Personal kinds are returned only when Pubkey wrote them or a p tag names it.
 	Personal []int
+	// AuthorOnly kinds are returned only to their author (NIP-ER reminders).
+	AuthorOnly []int
 }
 
 // Store is what the relay needs from storage. Read access is enforced by the relay, which

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/relay/store"
 )
 
@@ -196,6 +197,11 @@ func (t *pgTx) SaveEvent(ev *nostr.Event, channelID string) error {
 		_, err = t.tx.Exec(t.ctx, `INSERT INTO event_tags (name, value, created_at, seq)
 			SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])`, mine.names, mine.values, mine.createdAt, mine.seqs)
 		if err != nil {
+			return err
+		}
+	}
+	if ev.Kind == protocol.KindPrivateReminder {
+		if err := t.schedule(ev); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,58 @@
+package console_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/buzz-harness/buzz/internal/console"
+	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/relay/relaytest"
+)
+
+// In a forum the composer posts a forum post, and a reply in a thread is a comment on it.
+func TestConsolePostsForumPostsAndComments(t *testing.T) {
+	r := relaytest.Start(t)
+	ownerSK := nostr.GeneratePrivateKey()
+	forum := uuid.NewString()
+	r.Publish(t, ownerSK, nostr.Event{Kind: protocol.KindCreateGroup, Tags: nostr.Tags{
+		{"h", forum}, {"name", "ideas"}, {"visibility", "open"}, {"channel_type", protocol.TypeForum}}})
+	s, err := console.New(console.Config{RelayURL: r.URL, OwnerKey: ownerSK})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s)
+	t.Cleanup(ts.Close)
+	send := func(body map[string]any) (m struct {
+		ID   string
+		Kind int
+	}) {
+		t.Helper()
+		b, _ := json.Marshal(body)
+		req, _ := http.NewRequest("POST", ts.URL+"/api/messages", bytes.NewReader(b))
+		req.Header.Set("X-Buzz-Token", s.Token())
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("POST /api/messages: %s", resp.Status)
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	post := send(map[string]any{"channel": forum, "content": "an idea"})
+	comment := send(map[string]any{"channel": forum, "content": "a comment", "replyTo": post.ID})
+	if post.Kind != protocol.KindForumPost || comment.Kind != protocol.KindForumComment {
+		t.Fatalf("kinds: post %d, comment %d; want 45001 and 45003", post.Kind, comment.Kind)
+	}
+}
