@@ -314,7 +314,6 @@ func (o *options) operations() error {
 	return nil
 }
 
-
 // agentSettings checks how the agent's permission requests are answered, in which mode, and how
 // long a followed thread stays followed.
 func (o *options) agentSettings(cfg *harness.Config) error {

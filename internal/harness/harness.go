@@ -103,10 +103,10 @@ type Harness struct {
 	// hbCursor is where the agent's view ends for heartbeats: the last heartbeat prompt, or the
 	// start (heartbeat_cursor.go).
 	hbCursor time.Time
-	metrics       *opsMetrics // Prometheus (metrics_prom.go)
-	budget        *budget     // --max-cost-per-day, --max-tokens-per-day (budget.go)
-	activeAt      time.Time   // the last moment the harness was not quiet (--exit-after-inactivity)
-	catchUp       catchUp     // history pages older than a subscription's limit (catchup.go)
+	metrics  *opsMetrics // Prometheus (metrics_prom.go)
+	budget   *budget     // --max-cost-per-day, --max-tokens-per-day (budget.go)
+	activeAt time.Time   // the last moment the harness was not quiet (--exit-after-inactivity)
+	catchUp  catchUp     // history pages older than a subscription's limit (catchup.go)
 
 	inbox inbox // what goroutines report back to the loop
 
