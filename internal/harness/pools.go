@@ -109,8 +109,8 @@ func (h *Harness) questionsOn(s *slot) bool {
 }
 
 // checkInactivity ends the run (Run returns nil, buzz-acp exits 0) once the harness has been
-// quiet for --exit-after-inactivity: no turn, heartbeat, queued or held event, open question,
-// and nothing pending in the journal.
+// quiet for --exit-after-inactivity: no turn, reply check, heartbeat, queued or held event,
+// open question, and nothing pending in the journal.
 func (h *Harness) checkInactivity(now time.Time) {
 	if h.cfg.ExitAfterInactivity <= 0 {
 		return
@@ -131,7 +131,7 @@ func (h *Harness) quiet() bool {
 		return false
 	}
 	for _, c := range h.convs.m {
-		if c.turn != nil || !c.q.idle() || len(c.questions) > 0 {
+		if c.turn != nil || c.check != nil || !c.q.idle() || len(c.questions) > 0 {
 			return false
 		}
 	}
