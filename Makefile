@@ -7,12 +7,13 @@ STATICCHECK ?= $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)/stat
 .PHONY: test test-setup lint build up bench soak bench-peers
 
 # test-setup, then lint, then the tests: one at a time, even under -j, so a setup failure stops
-# the run before anything else starts and outputs do not interleave. The tests run under
-# scripts/with-pg.sh, which starts a throwaway PostgreSQL cluster for the PostgreSQL store tests.
+# the run before anything else starts and outputs do not interleave. scripts/test.sh runs the
+# suite under scripts/with-pg.sh, which starts a throwaway PostgreSQL cluster for the PostgreSQL
+# store tests, and says how it keeps the run short.
 .NOTPARALLEL: test
 
 test: test-setup lint
-	./scripts/with-pg.sh $(GO) test -race -count=1 -timeout 30m ./...
+	GO=$(GO) ./scripts/test.sh
 
 # Static checks; each fails the run when it reports anything.
 lint:

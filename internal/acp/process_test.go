@@ -22,19 +22,13 @@ import (
 var testAgentBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "acp-testagent-")
+	dir, err := testbin.Build("internal/testagent")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		fmt.Fprintf(os.Stderr, "build testagent: %v\n", err)
 		os.Exit(1)
 	}
 	testAgentBin = filepath.Join(dir, "testagent")
-	if out, err := exec.Command("go", "build", "-o", testAgentBin, "../testagent").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build testagent: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(testbin.Run(m))
 }
 
 // fakeBuzz installs a stand-in `buzz` CLI (the outside edge) that writes its argv, one per

@@ -24,23 +24,13 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "buzz-agent-test-bin-")
+	dir, err := testbin.Build("cmd/buzz-agent", "cmd/buzz")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	build := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
-		"github.com/buzz-harness/buzz/cmd/buzz-agent", "github.com/buzz-harness/buzz/cmd/buzz")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building buzz-agent and buzz:", err)
-		os.RemoveAll(dir)
 		os.Exit(1)
 	}
 	binDir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(testbin.Run(m))
 }
 
 // baseEnv is the test process env minus anything that would pick a provider

@@ -15,6 +15,7 @@ import (
 )
 
 func TestBinarySetAddPolicyOwnerOnlyAdmitsOnlyTheAttestedOwner(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	owner, agent, stranger := newUser(t, s.URL), newUser(t, s.URL), newUser(t, s.URL)
 	tag, err := ownerauth.Issue(owner.sk, agent.pk, "", nil)
@@ -46,6 +47,7 @@ func TestBinarySetAddPolicyOwnerOnlyAdmitsOnlyTheAttestedOwner(t *testing.T) {
 }
 
 func TestBinarySetAddPolicyKeepsOtherProfileFields(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	agent := newUser(t, s.URL)
 	b := client.NewBridge(s.URL, agent.sk)
@@ -69,6 +71,7 @@ func TestBinarySetAddPolicyKeepsOtherProfileFields(t *testing.T) {
 }
 
 func TestBinarySetAddPolicyRefusesBadPolicyAndForeignAuthTag(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	agent, other, owner := newUser(t, s.URL), newUser(t, s.URL), newUser(t, s.URL)
 	if e := agent.fails(1, "channels", "set-add-policy", "--policy", "owners"); !strings.Contains(e.Message, "owner_only") {

@@ -4,39 +4,20 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/relay/relaytest"
+	"github.com/buzz-harness/buzz/internal/testbin"
 	"github.com/nbd-wtf/go-nostr"
 )
 
 // buzzBin is the real `buzz` binary, built once for the package's subprocess tests.
-var buzzBin string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "buzz-cli-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	buzzBin = filepath.Join(dir, "buzz")
-	build := exec.Command("go", "build", "-o", buzzBin, "github.com/buzz-harness/buzz/cmd/buzz")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build buzz:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func buzzBin(t testing.TB) string { return testbin.Path(t, "cmd/buzz") }
 
 // user is one identity running the binary against a relay.
 type user struct {
@@ -63,7 +44,7 @@ func (u *user) buzz(stdin string, args ...string) result {
 	u.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, buzzBin, args...)
+	cmd := exec.CommandContext(ctx, buzzBin(u.t), args...)
 	cmd.Env = append(os.Environ(), "BUZZ_RELAY_URL="+u.relay, "BUZZ_PRIVATE_KEY="+protocol.Nsec(u.sk), "BUZZ_TIMEOUT_SECS=10")
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
@@ -158,6 +139,7 @@ type msg struct {
 }
 
 func TestBinarySendsAndReadsBackMessagesOldestFirst(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	alice := newUser(t, s.URL)
 	ch := alice.createChannel("general", false)
@@ -179,6 +161,7 @@ func TestBinarySendsAndReadsBackMessagesOldestFirst(t *testing.T) {
 }
 
 func TestBinaryThreadsRepliesWithNIP10Markers(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	alice := newUser(t, s.URL)
 	ch := alice.createChannel("threads", false)
@@ -218,6 +201,7 @@ func countTag(tags nostr.Tags, name string) int {
 }
 
 func TestBinaryResolvesAtNameOfMemberAndRefusesNonMember(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	alice, ada, outsider := newUser(t, s.URL), newUser(t, s.URL), newUser(t, s.URL)
 	ada.ok(nil, "", "users", "set-profile", "--name", "Ada Lovelace")
@@ -243,6 +227,7 @@ func TestBinaryResolvesAtNameOfMemberAndRefusesNonMember(t *testing.T) {
 }
 
 func TestBinaryChannelMembershipCommands(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	alice, bob := newUser(t, s.URL), newUser(t, s.URL)
 	open := alice.createChannel("lobby", false)
@@ -292,6 +277,7 @@ func hasMember(ms []map[string]string, pk, role string) bool {
 }
 
 func TestBinaryNonMemberCannotWriteToPrivateChannel(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	alice, mallory := newUser(t, s.URL), newUser(t, s.URL)
 	ch := alice.createChannel("secret", true)
@@ -308,6 +294,7 @@ func TestBinaryNonMemberCannotWriteToPrivateChannel(t *testing.T) {
 }
 
 func TestBinaryReactionsUsersAndCanvas(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	alice, bob := newUser(t, s.URL), newUser(t, s.URL)
 	ch := alice.createChannel("misc", false)
@@ -342,6 +329,7 @@ func TestBinaryReactionsUsersAndCanvas(t *testing.T) {
 }
 
 func TestBinaryExitCodesForUsageKeyAndNetworkFailures(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	u := newUser(t, s.URL)
 	if e := u.fails(1, "messages", "get", "--channel", "not-a-uuid"); e.Error != "user_error" {

@@ -20,6 +20,7 @@ const unknownChannel = "11111111-2222-4333-8444-555555555555"
 var unknownEvent = strings.Repeat("ab", 32)
 
 func TestBinaryUnknownIDsAreNotFoundWithExitOneEverywhere(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	alice, mallory := newUser(t, s.URL), newUser(t, s.URL)
 	private := alice.createChannel("secret", true)
@@ -49,6 +50,7 @@ func TestBinaryUnknownIDsAreNotFoundWithExitOneEverywhere(t *testing.T) {
 }
 
 func TestBinaryMessagesSearchFindsWordsAcrossChannelsAndByAuthor(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	alice, bob := newUser(t, s.URL), newUser(t, s.URL)
 	bob.ok(nil, "", "users", "set-profile", "--name", "Bob Builder")
@@ -79,6 +81,7 @@ func TestBinaryMessagesSearchFindsWordsAcrossChannelsAndByAuthor(t *testing.T) {
 }
 
 func TestBinaryMessagesEditIsTheAuthorsOnly(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	alice, bob := newUser(t, s.URL), newUser(t, s.URL)
 	ch := alice.createChannel("edits", false)
@@ -101,6 +104,7 @@ func TestBinaryMessagesEditIsTheAuthorsOnly(t *testing.T) {
 }
 
 func TestBinaryMessagesDeleteHidesTheMessageAndNeedsAuthorOrAdmin(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	alice, bob := newUser(t, s.URL), newUser(t, s.URL)
 	ch := alice.createChannel("cleanup", false)
@@ -128,6 +132,7 @@ type reactionList struct {
 }
 
 func TestBinaryReactionsListCountsPerEmojiAndRemoveTakesOneBack(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	alice, bob := newUser(t, s.URL), newUser(t, s.URL)
 	ch := alice.createChannel("emoji", false)
@@ -154,6 +159,7 @@ func TestBinaryReactionsListCountsPerEmojiAndRemoveTakesOneBack(t *testing.T) {
 }
 
 func TestBinaryChannelsTopicPurposeAndArchive(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	alice, bob := newUser(t, s.URL), newUser(t, s.URL)
 	ch := alice.createChannel("meta", false)
@@ -189,6 +195,7 @@ type feedEntry struct {
 }
 
 func TestBinaryFeedPutsUnansweredMentionsUnderNeedsAction(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	alice, agent := newUser(t, s.URL), newUser(t, s.URL)
 	ch := alice.createChannel("work", false)
@@ -239,6 +246,7 @@ type dmListed struct {
 }
 
 func TestBinaryDMsOpenOnceListForParticipantsAndStayPrivate(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	alice, bob, carol := newUser(t, s.URL), newUser(t, s.URL), newUser(t, s.URL)
 	var first, again, fromBob dmOpened
@@ -344,6 +352,7 @@ func (u *user) setPresence(status string) {
 }
 
 func TestBinaryUsersPresenceListsOnlineAndAwayAndOmitsOffline(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	alice, bob, carol := newUser(t, s.URL), newUser(t, s.URL), newUser(t, s.URL)
 	bob.setPresence("online")

@@ -19,12 +19,15 @@ import (
 
 // mcpSession starts a real `buzz mcp` process as u and connects to it over stdio.
 func (u *user) mcpSession(ctx context.Context) *mcp.ClientSession {
-	return u.mcpSessionOf(ctx, exec.Command(buzzBin, "mcp"))
+	return u.mcpSessionOf(ctx, exec.Command(buzzBin(u.t), "mcp"))
 }
 
-func (u *user) mcpSessionOf(ctx context.Context, cmd *exec.Cmd) *mcp.ClientSession {
+// mcpSessionOf is mcpSession with the server's command given; env entries are added to its
+// environment.
+func (u *user) mcpSessionOf(ctx context.Context, cmd *exec.Cmd, env ...string) *mcp.ClientSession {
 	u.t.Helper()
 	cmd.Env = append(os.Environ(), "BUZZ_RELAY_URL="+u.relay, "BUZZ_PRIVATE_KEY="+protocol.Nsec(u.sk), "BUZZ_TIMEOUT_SECS=10")
+	cmd.Env = append(cmd.Env, env...)
 	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
 	cs, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {
@@ -52,6 +55,7 @@ func callTool(t *testing.T, ctx context.Context, cs *mcp.ClientSession, name str
 }
 
 func TestMCPServerListsToolsAndItsSendIsReadByTheCLI(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	alice := newUser(t, s.URL)
 	ch := alice.createChannel("mcp", false)
@@ -110,6 +114,7 @@ func TestMCPServerListsToolsAndItsSendIsReadByTheCLI(t *testing.T) {
 }
 
 func TestMCPToolErrorCarriesTheCLIErrorTextAndDashIsText(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	alice := newUser(t, s.URL)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -132,10 +137,11 @@ func TestMCPToolErrorCarriesTheCLIErrorTextAndDashIsText(t *testing.T) {
 }
 
 func TestBuzzRunAsBuzzMcpIsTheMCPServerWithoutArguments(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	alice := newUser(t, s.URL)
 	link := filepath.Join(t.TempDir(), "buzz-mcp")
-	if err := os.Symlink(buzzBin, link); err != nil {
+	if err := os.Symlink(buzzBin(t), link); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -148,6 +154,7 @@ func TestBuzzRunAsBuzzMcpIsTheMCPServerWithoutArguments(t *testing.T) {
 }
 
 func TestMCPSearchFindsMessagesByTheirWords(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	alice := newUser(t, s.URL)
 	ch := alice.createChannel("search", false)
@@ -167,13 +174,14 @@ func TestMCPSearchFindsMessagesByTheirWords(t *testing.T) {
 }
 
 func TestMCPMemoryToolsReadAndWriteWhatBuzzMemSees(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	agent, owner := newUser(t, s.URL), newUser(t, s.URL)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	t.Setenv("BUZZ_AGENT_OWNER", owner.pk) // as buzz-acp sets it for its agents
-	cs := agent.mcpSession(ctx)
-	os.Unsetenv("BUZZ_AGENT_OWNER") // only the server has it; the CLI calls below name the owner or agent
+	// As buzz-acp sets it for its agents; only the server has it: the CLI calls below name the
+	// owner or agent.
+	cs := agent.mcpSessionOf(ctx, exec.Command(buzzBin(t), "mcp"), "BUZZ_AGENT_OWNER="+owner.pk)
 
 	text, isErr := callTool(t, ctx, cs, "set_memory", map[string]any{"value": "I am the release bot"})
 	if isErr || !strings.Contains(text, `"slug":"core"`) || !strings.Contains(text, `"accepted":true`) {

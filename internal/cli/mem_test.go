@@ -33,6 +33,7 @@ type memListing struct {
 }
 
 func TestBinaryMemSetCoreIsReadByAgentAndOwner(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	agent, owner := newUser(t, s.URL), newUser(t, s.URL)
 	profile := "I am Hexa.\nI keep the build green.\n"
@@ -57,6 +58,7 @@ func TestBinaryMemSetCoreIsReadByAgentAndOwner(t *testing.T) {
 }
 
 func TestBinaryMemLsListsLiveMemoriesButNotCore(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	agent, owner := newUser(t, s.URL), newUser(t, s.URL)
 	own := "--owner=" + owner.pk
@@ -82,6 +84,7 @@ func TestBinaryMemLsListsLiveMemoriesButNotCore(t *testing.T) {
 }
 
 func TestBinaryMemPatchChecksBaseHashAndDryRunPublishesNothing(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	agent, owner := newUser(t, s.URL), newUser(t, s.URL)
 	own := "--owner=" + owner.pk
@@ -120,6 +123,7 @@ func TestBinaryMemPatchChecksBaseHashAndDryRunPublishesNothing(t *testing.T) {
 }
 
 func TestBinaryMemRefusesBadInput(t *testing.T) {
+	t.Parallel()
 	s := relaytest.Start(t)
 	agent, owner := newUser(t, s.URL), newUser(t, s.URL)
 	own := "--owner=" + owner.pk

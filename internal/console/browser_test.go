@@ -17,6 +17,7 @@ import (
 	"github.com/buzz-harness/buzz/internal/harness"
 	"github.com/buzz-harness/buzz/internal/stack"
 	"github.com/buzz-harness/buzz/internal/testbin"
+	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 const chromiumPath = "/usr/bin/chromium"
@@ -207,6 +208,7 @@ func checkSystemPromptCard(t *testing.T, ctx context.Context, route string, want
 }
 
 func TestConsoleComposerMentionGetsThreadedReplyAndSpecRouteSystemPromptCard(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	info, _ := upWithTestAgent(t, newPlace(t), "TESTAGENT_CAPS=systemPrompt")
 	if err := chromedp.Do(ctx, chromedp.Navigate(info.ConsoleURL)); err != nil {
@@ -259,6 +261,7 @@ func TestConsoleComposerMentionGetsThreadedReplyAndSpecRouteSystemPromptCard(t *
 }
 
 func TestConsoleShowsUserMessageRouteSystemPromptSplitIntoSections(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	info, _ := upWithTestAgent(t, newPlace(t)) // no systemPrompt capability: standing context leads the first prompt
 	if err := chromedp.Do(ctx, chromedp.Navigate(info.ConsoleURL)); err != nil {
@@ -281,6 +284,7 @@ func TestConsoleShowsUserMessageRouteSystemPromptSplitIntoSections(t *testing.T)
 }
 
 func TestConsoleRendersMessageMarkupAsText(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	info, _ := upWithTestAgent(t, newPlace(t))
 	if err := chromedp.Do(ctx, chromedp.Navigate(info.ConsoleURL)); err != nil {
@@ -309,6 +313,7 @@ func TestConsoleRendersMessageMarkupAsText(t *testing.T) {
 }
 
 func TestConsoleShowsReplayedHistoryAsHistoryAfterRestart(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	p := newPlace(t)
 	info, stop := upWithTestAgent(t, p, "TESTAGENT_CAPS=systemPrompt")
@@ -353,6 +358,7 @@ func TestConsoleShowsReplayedHistoryAsHistoryAfterRestart(t *testing.T) {
 // With --permissions ask the agent's permission request is a question in the thread; the console
 // shows its options as buttons, and a click answers it: the tool runs and the agent replies.
 func TestConsolePermissionButtonsAnswerTheAgentsQuestion(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	info, _ := upWithTestAgentConfig(t, newPlace(t), func(c *stack.Config) { c.Permissions = "ask" }, "TESTAGENT_PERMISSION=1")
 	if err := chromedp.Do(ctx, chromedp.Navigate(info.ConsoleURL)); err != nil {
@@ -373,18 +379,11 @@ func TestConsolePermissionButtonsAnswerTheAgentsQuestion(t *testing.T) {
 	}
 	// The tool ran: the agent's reply (not "permission denied") lands in the thread.
 	reply := `.thread .msg[data-pubkey="` + info.Agent.Pubkey + `"] .body`
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testwait.Eventually(t, 30*time.Second, func() bool {
 		bodies, err := textsOf(ctx, reply)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if slices.ContainsFunc(bodies, func(b string) bool { return strings.HasPrefix(b, "echo:") }) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no agent reply after answering; agent messages: %q", bodies)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return slices.ContainsFunc(bodies, func(b string) bool { return strings.HasPrefix(b, "echo:") })
+	}, "the agent's echo reply in the thread after answering")
 }

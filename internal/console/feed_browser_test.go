@@ -15,6 +15,7 @@ import (
 )
 
 func TestConsoleActivityNamesResumeMethodOnceAndSaysWhyContextIsIncomplete(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	bus := observer.NewBus(100)
 	const ch, sid = "3f2a8c1e-0000-4000-8000-000000000001", "sess-0123456789abcdef"
@@ -60,6 +61,7 @@ func react(t *testing.T, relay, secretKey, event, emoji string) {
 }
 
 func TestConsoleShowsReactionsUnderTheMessageTheyReactTo(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	info, _ := upWithTestAgent(t, newPlace(t))
 	if err := chromedp.Do(ctx, chromedp.Navigate(info.ConsoleURL)); err != nil {
@@ -106,6 +108,7 @@ func TestConsoleShowsReactionsUnderTheMessageTheyReactTo(t *testing.T) {
 }
 
 func TestConsoleShowsAgentWorkingAndItsEyesUntilTheTurnEnds(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	info, _ := upWithTestAgent(t, newPlace(t), "TESTAGENT_HANG_ON=1")
 	if err := chromedp.Do(ctx, chromedp.Navigate(info.ConsoleURL)); err != nil {

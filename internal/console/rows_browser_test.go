@@ -10,6 +10,7 @@ import (
 // Through the whole stack: the agent's turn metric shows as tokens and cost in the Turns panel,
 // and its answer to an owner command shows as a system row in the chat.
 func TestConsoleShowsTurnCostAndTheAgentsCommandRow(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	info, _ := upWithTestAgent(t, newPlace(t), "TESTAGENT_COST_PER_TURN=0.25")
 	if err := chromedp.Do(ctx, chromedp.Navigate(info.ConsoleURL)); err != nil {

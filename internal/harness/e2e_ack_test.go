@@ -12,6 +12,7 @@ import (
 
 	"github.com/buzz-harness/buzz/internal/client"
 	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 // watcher is a live subscription (as the owner) to what the agent signs to acknowledge work:
@@ -20,12 +21,11 @@ type watcher struct {
 	t   *testing.T
 	mu  sync.Mutex
 	got []nostr.Event
-	new chan struct{}
 }
 
 func (s *stack) watch(t *testing.T) *watcher {
 	t.Helper()
-	w := &watcher{t: t, new: make(chan struct{}, 1)}
+	w := &watcher{t: t}
 	live := client.NewLive(client.LiveConfig{RelayURL: s.relay.URL, SecretKey: s.ownerSK})
 	live.Subscribe("ack", nostr.Filter{Authors: []string{s.agentPK},
 		Kinds: []int{protocol.KindReaction, protocol.KindDeletion, protocol.KindPresence, protocol.KindTyping}})
@@ -41,10 +41,6 @@ func (s *stack) watch(t *testing.T) *watcher {
 			w.mu.Lock()
 			w.got = append(w.got, *in.Event)
 			w.mu.Unlock()
-			select {
-			case w.new <- struct{}{}:
-			default:
-			}
 		}
 	}()
 	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
@@ -71,15 +67,7 @@ func (w *watcher) events(k int) []nostr.Event {
 // waitFor waits until ok holds over what arrived, or fails after timeout.
 func (w *watcher) waitFor(what string, timeout time.Duration, ok func() bool) {
 	w.t.Helper()
-	deadline := time.After(timeout)
-	for !ok() {
-		select {
-		case <-w.new:
-		case <-time.After(50 * time.Millisecond):
-		case <-deadline:
-			w.t.Fatalf("timed out waiting for %s; got %d events", what, len(w.events(-1)))
-		}
-	}
+	testwait.Eventually(w.t, timeout, ok, what)
 }
 
 // ackReactions are the 👀 reactions seen on target.
@@ -101,16 +89,12 @@ func (s *stack) ackOn(target string) []nostr.Event {
 
 func (s *stack) waitNoAck(target string) {
 	s.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for len(s.ackOn(target)) > 0 {
-		if time.Now().After(deadline) {
-			s.t.Fatalf("👀 on %s was never removed; buzz-acp output:\n%s", target, s.logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.Eventually(s.t, 15*time.Second, func() bool { return len(s.ackOn(target)) == 0 },
+		"the 👀 on "+target+" to be removed")
 }
 
 func TestEyesReactionMarksQueuedMentionAndGoesWhenTheTurnEnds(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	w := s.watch(t)
 	s.start(nil, "TESTAGENT_HANG_ON=1")
@@ -148,6 +132,7 @@ func TestEyesReactionMarksQueuedMentionAndGoesWhenTheTurnEnds(t *testing.T) {
 }
 
 func TestTypingIsSentEveryFewSecondsWhileATurnRuns(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	w := s.watch(t)
 	s.start(nil, "TESTAGENT_HANG_ON=1")
@@ -175,6 +160,7 @@ func TestTypingIsSentEveryFewSecondsWhileATurnRuns(t *testing.T) {
 }
 
 func TestPresenceOnlineAfterStartAndOfflineAtShutdown(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	w := s.watch(t)
 	s.start(nil)
@@ -208,6 +194,7 @@ func TestPresenceOnlineAfterStartAndOfflineAtShutdown(t *testing.T) {
 }
 
 func TestNoAcknowledgementFlagsSendNothing(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	w := s.watch(t)
 	s.start([]string{"--no-reactions", "--no-typing"}, "BUZZ_ACP_NO_PRESENCE=true")
@@ -229,6 +216,7 @@ func TestNoAcknowledgementFlagsSendNothing(t *testing.T) {
 }
 
 func TestReplayedEventKeepsItsEyesFromBeforeTheRestart(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	w := s.watch(t)
 	s.start(nil, "TESTAGENT_HANG_ON=1")

@@ -17,6 +17,7 @@ import (
 // A stranger's add-member is refused once buzz-acp has published owner_only with the owner's
 // attestation; the owner's own add still works.
 func TestChannelAddPolicyPublishedAtStartKeepsStrangersFromAddingTheAgent(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	tag, err := ownerauth.Issue(s.ownerSK, s.agentPK, "", nil)
 	if err != nil {
@@ -48,6 +49,7 @@ func TestChannelAddPolicyPublishedAtStartKeepsStrangersFromAddingTheAgent(t *tes
 }
 
 func TestBadChannelAddPolicyOrForeignAuthTagStopsTheStart(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	_, otherPK := newKey(t)
 	foreign, _ := ownerauth.Issue(s.ownerSK, otherPK, "", nil)

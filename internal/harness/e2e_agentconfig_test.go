@@ -37,6 +37,7 @@ func (s *stack) setCalls() []string {
 }
 
 func TestSettingsAreAppliedAfterEverySessionNewAndLoadInUpstreamOrder(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	args := []string{"--model", "sonnet", "--permission-mode", "plan", "--effort-level", "high"}
 	s.start(args, "TESTAGENT_SESSION_STATE="+settingsState)
@@ -61,6 +62,7 @@ func TestSettingsAreAppliedAfterEverySessionNewAndLoadInUpstreamOrder(t *testing
 }
 
 func TestSettingsFallBackToSetModelAndSkipWhatIsNotAdvertised(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	state := `{"models":{"currentModelId":"a","availableModels":[{"modelId":"a","name":"A"},{"modelId":"b","name":"B"}]}}`
 	s.start([]string{"--model", "b", "--permission-mode", "accept-edits", "--effort-level", "high"}, "TESTAGENT_SESSION_STATE="+state)
@@ -72,6 +74,7 @@ func TestSettingsFallBackToSetModelAndSkipWhatIsNotAdvertised(t *testing.T) {
 }
 
 func TestAgentRefusingASettingKeepsTheAgentAndAnswers(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--model", "sonnet", "--effort-level", "high"},
 		"TESTAGENT_SESSION_STATE="+settingsState, "TESTAGENT_SET_ERROR=session/set_config_option")
@@ -86,6 +89,7 @@ func TestAgentRefusingASettingKeepsTheAgentAndAnswers(t *testing.T) {
 }
 
 func TestUnknownPermissionModeIsAStartupError(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	out := runBuzzACPEnv(t, s, "BUZZ_ACP_PERMISSION_MODE=yolo")
 	if !strings.Contains(out, "--permission-mode") || !strings.Contains(out, `"yolo"`) {
@@ -94,6 +98,7 @@ func TestUnknownPermissionModeIsAStartupError(t *testing.T) {
 }
 
 func TestOwnerModelAndModeSwitchTheThreadsSessionAndAnswerWithRows(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil, "TESTAGENT_SESSION_STATE="+settingsState)
 	first := s.mention(s.ownerSK, "hi")
@@ -123,6 +128,7 @@ func TestOwnerModelAndModeSwitchTheThreadsSessionAndAnswerWithRows(t *testing.T)
 }
 
 func TestOwnerModeInAThreadWithoutSessionAppliesWhenItOpens(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil, "TESTAGENT_SESSION_STATE="+settingsState)
 	root := s.mention(s.ownerSK, "first thread")
@@ -140,6 +146,7 @@ func TestOwnerModeInAThreadWithoutSessionAppliesWhenItOpens(t *testing.T) {
 }
 
 func TestOwnerModelOnAnAgentWithoutModelsSaysSo(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil)
 	first := s.mention(s.ownerSK, "hi")

@@ -14,6 +14,7 @@ import (
 // The default agent: buzz-acp finds buzz-agent beside itself, and buzz-agent (echo mode, no model
 // key) receives the standing context as a spec system prompt, never in a user message.
 func TestDefaultBuzzAgentEchoEndToEndGetsStandingAsSystemPrompt(t *testing.T) {
+	t.Parallel()
 	s := newStack(t) // builds buzz-agent beside buzz-acp
 	cmd := exec.Command(filepath.Join(s.bin, "buzz-acp"),
 		"--relay-url", s.relay.URL, "--agent-owner", s.ownerPK, "--state-dir", s.stateDir,

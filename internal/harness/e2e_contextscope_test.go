@@ -12,6 +12,7 @@ import (
 // An outsider can write any e tag. One that names a private event of another channel as its
 // thread root must not pull that event into a prompt when the owner replies in the open channel.
 func TestThreadContextNeverCrossesIntoAnotherChannel(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	secretCh := s.relay.CreateChannel(t, s.ownerSK, "secret", true)
 	s.relay.AddMember(t, s.ownerSK, secretCh, s.agentPK, "bot")

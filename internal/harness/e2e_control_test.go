@@ -7,6 +7,7 @@ import (
 )
 
 func TestOwnerCancelWhenIdleAnswersWithNoopRow(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil)
 	cmd := s.mention(s.ownerSK, "!cancel")
@@ -20,6 +21,7 @@ func TestOwnerCancelWhenIdleAnswersWithNoopRow(t *testing.T) {
 }
 
 func TestOwnerCancelStopsRunningTurnAndDropsBatch(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil, "TESTAGENT_HANG_ON=1")
 	m := s.mention(s.ownerSK, "long job")
@@ -42,10 +44,12 @@ func TestOwnerCancelStopsRunningTurnAndDropsBatch(t *testing.T) {
 }
 
 func TestOwnerRotateForgetsSessionAndNextSessionIsFresh(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil)
 	first := s.mention(s.ownerSK, "one")
 	r1 := s.waitReply(first.ID)
+	s.waitLogCount(`msg="turn done"`, 1, 20*time.Second) // the reply can land while its turn still runs
 	cmd := s.mention(s.ownerSK, "@agent !rotate", replyTo(first.ID))
 	if out := s.waitOutcome(cmd.ID); out["type"] != "agent_session_rotated" {
 		t.Fatalf("outcome %v", out)
@@ -65,6 +69,7 @@ func TestOwnerRotateForgetsSessionAndNextSessionIsFresh(t *testing.T) {
 }
 
 func TestOwnerShutdownExitsAfterOutcomeRow(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil)
 	cmd := s.mention(s.ownerSK, "!shutdown")
@@ -83,6 +88,7 @@ func TestOwnerShutdownExitsAfterOutcomeRow(t *testing.T) {
 }
 
 func TestNonOwnerCommandIsAnOrdinaryMessage(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	otherSK, _ := newKey(t)
 	s.start([]string{"--respond-to", "anyone"})
@@ -93,6 +99,7 @@ func TestNonOwnerCommandIsAnOrdinaryMessage(t *testing.T) {
 // The author gate: a dropped mention is never prompted. The owner's !status (handled before the
 // gate, in every mode) is the sync point: once its row exists, the earlier mention was processed.
 func TestAuthorGateModes(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		mode        string
 		extra       func(s *stack, otherPK string) []string
@@ -136,6 +143,7 @@ func TestAuthorGateModes(t *testing.T) {
 }
 
 func TestOwnerRotateWithNoSessionAnswersRotateNoopRow(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil)
 	cmd := s.mention(s.ownerSK, "!rotate")
@@ -145,6 +153,7 @@ func TestOwnerRotateWithNoSessionAnswersRotateNoopRow(t *testing.T) {
 }
 
 func TestOwnerRotateDuringATurnAnswersRotatedInFlightRow(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil, "TESTAGENT_HANG_ON=1")
 	m := s.mention(s.ownerSK, "long job")

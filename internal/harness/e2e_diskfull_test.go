@@ -14,6 +14,7 @@ import (
 // prompted, nothing marked done) and the log says why in one line. Once space is back, a restart
 // asks the relay for everything since the journal's watermark and the mention is answered.
 func TestDiskFullStateDirRefusesToAcceptThenRecoversAfterRestart(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.stateDir = filepath.Join(t.TempDir(), "state")
 	if err := os.MkdirAll(s.stateDir, 0o700); err != nil {

@@ -8,6 +8,7 @@ import (
 )
 
 func TestAgentCrashMidTurnIsRespawnedAndMentionStillAnswered(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil, "TESTAGENT_CRASH_ON=1")
 	m := s.mention(s.ownerSK, "survive this")
@@ -21,6 +22,7 @@ func TestAgentCrashMidTurnIsRespawnedAndMentionStillAnswered(t *testing.T) {
 }
 
 func TestIdleTimeoutCancelsTurnRespawnsAgentAndRetries(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--idle-timeout", "1", "--max-turn-duration", "60"}, "TESTAGENT_HANG_ON=1")
 	m := s.mention(s.ownerSK, "are you stuck")
@@ -34,6 +36,7 @@ func TestIdleTimeoutCancelsTurnRespawnsAgentAndRetries(t *testing.T) {
 }
 
 func TestRelayRestartMidRunLosesNoMention(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil)
 	first := s.mention(s.ownerSK, "before restart")
@@ -52,6 +55,7 @@ func TestRelayRestartMidRunLosesNoMention(t *testing.T) {
 // With two agents, a second channel is answered while the first channel's turn is still running
 // (its prompt hangs until cancelled): with one agent it would wait behind it.
 func TestTwoChannelsRunInParallelWithTwoAgents(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	other := s.relay.CreateChannel(t, s.ownerSK, "second", false)
 	s.relay.AddMember(t, s.ownerSK, other, s.agentPK, "bot")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/buzz-harness/buzz/internal/client"
 	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 // A stranger adds the agent to more open channels than the relay allows subscriptions on one
@@ -23,6 +24,7 @@ import (
 // subscriptions (the owner's #general in one of its own), the connection is never dropped, and
 // the owner's mentions in #general are answered.
 func TestStrangerAddingAgentToThousandsOfChannelsNeverDeafensIt(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("creates a thousand channels")
 	}
@@ -58,34 +60,32 @@ func TestStrangerAddingAgentToThousandsOfChannelsNeverDeafensIt(t *testing.T) {
 // waitLogCount waits until substr appears n times in buzz-acp's output.
 func (s *stack) waitLogCount(substr string, n int, timeout time.Duration) {
 	s.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for strings.Count(s.logs.String(), substr) < n {
-		if time.Now().After(deadline) {
-			s.t.Fatalf("timed out waiting for %d× %q (have %d)", n, substr, strings.Count(s.logs.String(), substr))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testwait.Eventually(s.t, timeout, func() bool { return strings.Count(s.logs.String(), substr) >= n },
+		fmt.Sprintf("%d× %q in buzz-acp's output", n, substr))
 }
 
-// floodOpenChannels has sk create n open channels and add pubkey to each, a few at a time.
+// floodOpenChannels has sk create n open channels and add pubkey to each, a few at a time. It
+// publishes over WebSocket connections, each authenticated once, rather than the HTTP bridge,
+// which signs and checks a NIP-98 header for every event.
 func floodOpenChannels(t *testing.T, relayURL, sk, pubkey string, n int) {
 	t.Helper()
-	bridge := client.NewBridge(relayURL, sk)
+	ctx, cancel := context.WithCancel(context.Background())
+	var running sync.WaitGroup
+	defer func() { cancel(); running.Wait() }()
 	ids := make(chan string)
 	errs := make(chan error, 8)
 	var wg sync.WaitGroup
-	for range 8 {
+	for range 8 { // a connection each: the relay handles one connection's events in order
+		live := client.NewLive(client.LiveConfig{RelayURL: relayURL, SecretKey: sk})
+		running.Go(func() { _ = live.Run(ctx) })
 		wg.Go(func() {
 			for id := range ids {
 				for _, ev := range []*nostr.Event{
 					{Kind: protocol.KindCreateGroup, Tags: nostr.Tags{{"h", id}, {"name", "general"}, {"visibility", protocol.VisibilityOpen}, {"channel_type", protocol.TypeStream}}},
 					{Kind: protocol.KindPutUser, Tags: nostr.Tags{{"h", id}, {"p", pubkey}, {"role", "member"}}},
 				} {
-					res, err := bridge.Publish(context.Background(), ev)
-					if err == nil && !res.Accepted {
-						err = fmt.Errorf("kind %d refused: %s", ev.Kind, res.Message)
-					}
-					if err != nil {
+					if err := live.Publish(ctx, ev); err != nil {
+						err = fmt.Errorf("kind %d: %w", ev.Kind, err)
 						select {
 						case errs <- err:
 						default:

@@ -14,6 +14,7 @@ import (
 // one private channel of it. The agent leaves that channel only: #general and the other private
 // channel of the same subscription still get answers.
 func TestLosingOnePrivateChannelKeepsTheOthersOfItsSubscription(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	lost := s.relay.CreateChannel(t, s.ownerSK, "lost", true)
 	kept := s.relay.CreateChannel(t, s.ownerSK, "kept", true)

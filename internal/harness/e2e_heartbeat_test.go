@@ -1,6 +1,7 @@
 package harness_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -8,11 +9,13 @@ import (
 	"github.com/buzz-harness/buzz/internal/clock"
 	"github.com/buzz-harness/buzz/internal/harness"
 	"github.com/buzz-harness/buzz/internal/prompt"
+	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 // TestHeartbeatSessionGetsBaseOnlyOnFirstTick runs the harness on a fake clock: two 10 s
 // heartbeat ticks take no wall time.
 func TestHeartbeatSessionGetsBaseOnlyOnFirstTick(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	clk := clock.NewFake(time.Now())
 	cancel, _ := s.runInProcess(t, harness.Config{Clock: clk, HeartbeatInterval: 10 * time.Second, HeartbeatAlways: true, SystemPrompt: "You are Helper.", BasePrompt: prompt.DefaultBasePrompt()},
@@ -21,14 +24,13 @@ func TestHeartbeatSessionGetsBaseOnlyOnFirstTick(t *testing.T) {
 	s.waitLog("agent ready", 30*time.Second)
 	tick := func(prompts int) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for len(s.methods("session/prompt")) < prompts {
-			if time.Now().After(deadline) {
-				t.Fatalf("no heartbeat prompt %d; logs:\n%s", prompts, s.logs.String())
+		testwait.Eventually(t, 30*time.Second, func() bool {
+			if len(s.methods("session/prompt")) >= prompts {
+				return true
 			}
 			clk.Advance(10 * time.Second) // one heartbeat tick (skipped while one still runs)
-			time.Sleep(20 * time.Millisecond)
-		}
+			return false
+		}, fmt.Sprintf("heartbeat prompt %d", prompts))
 	}
 	tick(1)
 	tick(2)

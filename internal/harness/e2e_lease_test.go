@@ -2,6 +2,7 @@ package harness_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,9 +16,11 @@ import (
 
 	"github.com/buzz-harness/buzz/internal/relay/store/postgres/pgtest"
 	"github.com/buzz-harness/buzz/internal/testbin"
+	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 func TestSecondHarnessForSameAgentOnSameRelayRefusesNamingHolderPID(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil)
 	// Another state dir and another spelling of the same relay: only the agent lease can stop it.
@@ -38,6 +41,7 @@ func TestSecondHarnessForSameAgentOnSameRelayRefusesNamingHolderPID(t *testing.T
 }
 
 func TestHarnessLeaseIsFreedWhenHolderIsKilled(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil)
 	s.kill() // SIGKILL: no cleanup runs, the kernel drops the lock
@@ -49,6 +53,7 @@ func TestHarnessLeaseIsFreedWhenHolderIsKilled(t *testing.T) {
 // naming the holder, takes over within seconds when the holder is killed, and resumes the
 // thread's session from the state dir both use.
 func TestStandbyTakesOverThePostgresLeaseAndResumesTheSession(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.URL(t)
 	s := newStack(t)
 	args := []string{"--lease", dsn}
@@ -93,17 +98,13 @@ func TestStandbyTakesOverThePostgresLeaseAndResumesTheSession(t *testing.T) {
 // waitOutput waits until a process's output contains substr.
 func waitOutput(t *testing.T, out *testbin.Output, substr string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !strings.Contains(out.String(), substr) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %q in:\n%s", substr, out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Eventually(t, timeout, func() bool { return strings.Contains(out.String(), substr) },
+		fmt.Sprintf("%q in the output (logged at the end)", substr))
 }
 
 // A holder whose lease connection dies must stop answering: a standby may hold the lease now.
 func TestHolderStopsWhenItsLeaseConnectionIsLost(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.URL(t)
 	s := newStack(t)
 	s.start([]string{"--lease", dsn})

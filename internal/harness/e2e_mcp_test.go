@@ -26,6 +26,7 @@ func writeMCPServers(t *testing.T, doc string) string {
 }
 
 func TestEverySessionCarriesTheMcpCommandServerWithTheAgentsIdentity(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	tag, err := ownerauth.Issue(s.ownerSK, s.agentPK, "", rand.Reader)
 	if err != nil {
@@ -66,6 +67,7 @@ func TestEverySessionCarriesTheMcpCommandServerWithTheAgentsIdentity(t *testing.
 }
 
 func TestSessionWithoutMcpSettingsSendsEmptyMcpServersWithNoAuthTagLeak(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	tag, err := ownerauth.Issue(s.ownerSK, s.agentPK, "", rand.Reader)
 	if err != nil {
@@ -86,6 +88,7 @@ func TestSessionWithoutMcpSettingsSendsEmptyMcpServersWithNoAuthTagLeak(t *testi
 }
 
 func TestProtectedKeyInMcpServersFileIsRefusedAtStartup(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	servers := writeMCPServers(t, `{"version":1,"servers":[
 		{"name":"ok","command":"/bin/true"},
@@ -101,6 +104,7 @@ func TestProtectedKeyInMcpServersFileIsRefusedAtStartup(t *testing.T) {
 }
 
 func TestMcpServersFileNameClashingWithMcpCommandIsRefusedAtStartup(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	servers := writeMCPServers(t, `{"version":1,"servers":[{"name":"buzz-dev-mcp","command":"/bin/true"}]}`)
 	out := refuseToStart(t, s, "--mcp-command", "/opt/bin/buzz-dev-mcp", "--mcp-servers", servers)

@@ -8,9 +8,11 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 func TestAddedToChannelLiveSubscribesAndRemovedLeaves(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil)
 	second := s.relay.CreateChannel(t, s.ownerSK, "second", false)
@@ -30,6 +32,7 @@ func TestAddedToChannelLiveSubscribesAndRemovedLeaves(t *testing.T) {
 }
 
 func TestLeavingAndRejoiningAChannelBriefsTheNewSession(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil)
 	before := s.mention(s.ownerSK, "before leaving")
@@ -40,13 +43,8 @@ func TestLeavingAndRejoiningAChannelBriefsTheNewSession(t *testing.T) {
 	// Role "member", not the setup's "bot": an identical 9000 within the same second would be the
 	// same event, which the relay stores once.
 	s.relay.AddMember(t, s.ownerSK, s.channel, s.agentPK, "member")
-	deadline := time.Now().Add(20 * time.Second)
-	for strings.Count(s.logs.String(), "name=general") < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("not resubscribed after being added back:\n%s", s.logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Eventually(t, 20*time.Second, func() bool { return strings.Count(s.logs.String(), "name=general") >= 2 },
+		"buzz-acp to resubscribe after being added back")
 	s.mention(s.ownerSK, "after rejoining", replyTo(before.ID)) // the same thread
 	s.waitNewReply(before.ID, r1)
 	ps := s.prompts()

@@ -45,6 +45,7 @@ func firstPrompt(t *testing.T, s *stack) string {
 }
 
 func TestCoreMemoryWrittenWithBuzzMemLeadsTheNextSession(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	profile := "I am Hexa, the build bee.\nI never merge on Fridays."
 	s.buzzAsAgent(profile, "mem", "set", "core", "-")
@@ -59,6 +60,7 @@ func TestCoreMemoryWrittenWithBuzzMemLeadsTheNextSession(t *testing.T) {
 }
 
 func TestNoCoreMemoryNudgesTheAgentToWriteOne(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil)
 	p := firstPrompt(t, s)
@@ -69,6 +71,7 @@ func TestNoCoreMemoryNudgesTheAgentToWriteOne(t *testing.T) {
 }
 
 func TestUnreadableCoreMemoryGivesNoMemorySection(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	pair, err := engram.AgentSide(s.agentSK, s.ownerPK)
 	if err != nil {
@@ -87,6 +90,7 @@ func TestUnreadableCoreMemoryGivesNoMemorySection(t *testing.T) {
 }
 
 func TestNoMemoryFlagSkipsCoreMemory(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.buzzAsAgent("I am Hexa.", "mem", "set", "core", "-")
 	s.start([]string{"--no-memory"})

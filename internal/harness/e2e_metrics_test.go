@@ -9,9 +9,11 @@ import (
 
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/protocol/turnmetric"
+	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 func TestTurnWithUsagePublishesAMetricOnlyTheOwnerCanRead(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	otherSK, otherPK := newKey(t)
 	s.relay.AddMember(t, s.ownerSK, s.channel, otherPK, "member")
@@ -44,28 +46,22 @@ func TestTurnWithUsagePublishesAMetricOnlyTheOwnerCanRead(t *testing.T) {
 	// The second turn of the session: the delta is this turn's alone, the totals run on.
 	m2 := s.mention(s.ownerSK, "again", replyTo(m.ID))
 	s.waitPrompted(m2.ID)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		var second *turnmetric.Metric
+	var second *turnmetric.Metric
+	testwait.Eventually(t, 20*time.Second, func() bool {
 		for _, e := range s.relay.Query(t, s.ownerSK, f) {
 			if mm, err := turnmetric.Decode(s.ownerSK, &e); err == nil && mm.TurnSeq != nil && *mm.TurnSeq == 2 {
 				second = &mm
 			}
 		}
-		if second != nil {
-			if second.Turn.CostUSD == nil || math.Abs(*second.Turn.CostUSD-0.25) > 1e-9 || math.Abs(*second.Cumulative.CostUSD-0.5) > 1e-9 {
-				t.Fatalf("second metric turn %+v cumulative %+v, want 0.25 and 0.5", second.Turn, second.Cumulative)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no second metric; output:\n%s", s.logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+		return second != nil
+	}, "the second turn's metric")
+	if second.Turn.CostUSD == nil || math.Abs(*second.Turn.CostUSD-0.25) > 1e-9 || math.Abs(*second.Cumulative.CostUSD-0.5) > 1e-9 {
+		t.Fatalf("second metric turn %+v cumulative %+v, want 0.25 and 0.5", second.Turn, second.Cumulative)
 	}
 }
 
 func TestTurnWithoutUsagePublishesNoMetric(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil, "TESTAGENT_NO_USAGE=1")
 	m := s.mention(s.ownerSK, "no usage here")

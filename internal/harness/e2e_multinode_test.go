@@ -3,6 +3,7 @@ package harness_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/relay/store/postgres/pgtest"
 	"github.com/buzz-harness/buzz/internal/testbin"
+	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 // proc is a started binary whose output is kept for waits and failure messages.
@@ -61,26 +63,26 @@ func (p *proc) kill() {
 // waitFor polls the output until re matches and returns its first submatch (or the match).
 func (p *proc) waitFor(t *testing.T, re *regexp.Regexp) string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if m := re.FindStringSubmatch(p.out.String()); m != nil {
-			return m[len(m)-1]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: timed out waiting for %q; output:\n%s", p.name, re, p.out.String())
+	var m []string
+	testwait.Eventually(t, 30*time.Second, func() bool {
+		if m = re.FindStringSubmatch(p.out.String()); m != nil {
+			return true
 		}
 		select {
 		case err := <-p.exited:
 			p.exited <- err
 			t.Fatalf("%s exited (%v) before %q; output:\n%s", p.name, err, re, p.out.String())
-		case <-time.After(20 * time.Millisecond):
+		default:
 		}
-	}
+		return false
+	}, fmt.Sprintf("%s to print %q", p.name, re))
+	return m[len(m)-1]
 }
 
 var listening = regexp.MustCompile(`listening on (ws://[0-9.:]+) \(data .*relay pubkey ([0-9a-f]{64})\)`)
 
 func TestMultiNodeMentionIsAnsweredOnceAfterFirstNodeIsKilled(t *testing.T) {
+	t.Parallel()
 	dbURL := pgtest.URL(t)
 	bin := testbin.Dir(t, "cmd/buzz", "cmd/buzz-acp", "cmd/buzz-relay", "internal/testagent")
 	dirA, dirB := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
@@ -165,13 +167,7 @@ func TestMultiNodeMentionIsAnsweredOnceAfterFirstNodeIsKilled(t *testing.T) {
 	}
 	waitReply := func(id string) {
 		t.Helper()
-		deadline := time.Now().Add(45 * time.Second)
-		for len(replies(id)) == 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("no reply to %s; buzz-acp output:\n%s", id, harness.out.String())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		testwait.Eventually(t, 45*time.Second, func() bool { return len(replies(id)) > 0 }, "a reply to "+id)
 	}
 
 	waitReply(send("hello across nodes"))

@@ -12,14 +12,15 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 // permissionAnswer is the optionId (or "cancelled") buzz-acp answered the test agent's
 // permission request with.
 func (s *stack) permissionAnswer() string {
 	s.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	answer := ""
+	testwait.Eventually(s.t, 20*time.Second, func() bool {
 		for _, r := range s.recordedRaw() {
 			if r.Type != "response" || r.Method != "session/request_permission" {
 				continue
@@ -28,15 +29,15 @@ func (s *stack) permissionAnswer() string {
 				Outcome struct{ Outcome, OptionID string } `json:"outcome"`
 			}
 			_ = json.Unmarshal(r.Result, &res)
+			answer = res.Outcome.OptionID
 			if res.Outcome.Outcome == "cancelled" {
-				return "cancelled"
+				answer = "cancelled"
 			}
-			return res.Outcome.OptionID
+			return true
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	s.t.Fatalf("the agent's permission request was never answered; output:\n%s", s.logs.String())
-	return ""
+		return false
+	}, "buzz-acp to answer the agent's permission request")
+	return answer
 }
 
 type rawRecord struct {
@@ -65,6 +66,7 @@ func (s *stack) waitQuestion(root string) nostr.Event {
 }
 
 func TestAskPutsThePermissionRequestInTheThreadAndTheOwnersNumberAnswersIt(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--permissions", "ask"}, "TESTAGENT_PERMISSION=1")
 	m := s.mention(s.ownerSK, "deploy it")
@@ -92,6 +94,7 @@ func TestAskPutsThePermissionRequestInTheThreadAndTheOwnersNumberAnswersIt(t *te
 }
 
 func TestAskWithoutAnAnswerPicksRejectAtTheTimeout(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--permissions", "ask", "--permission-timeout", "1"}, "TESTAGENT_PERMISSION=1")
 	m := s.mention(s.ownerSK, "deploy it")
@@ -103,6 +106,7 @@ func TestAskWithoutAnAnswerPicksRejectAtTheTimeout(t *testing.T) {
 }
 
 func TestOwnerCancelWhileAskingCancelsThePermissionRequest(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--permissions", "ask"}, "TESTAGENT_PERMISSION=1")
 	m := s.mention(s.ownerSK, "deploy it")
@@ -115,6 +119,7 @@ func TestOwnerCancelWhileAskingCancelsThePermissionRequest(t *testing.T) {
 }
 
 func TestAskNeedsAnOwner(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	out := runBuzzACPEnv(t, s, "BUZZ_ACP_PERMISSIONS=ask")
 	if !strings.Contains(out, "--permissions ask needs an owner") {
@@ -123,6 +128,7 @@ func TestAskNeedsAnOwner(t *testing.T) {
 }
 
 func TestHarnessKilledWhileAskingTellsTheThreadAndDoesNotRunTheTurnAgain(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	args := []string{"--permissions", "ask"}
 	s.start(args, "TESTAGENT_PERMISSION=1")
@@ -144,6 +150,7 @@ func TestHarnessKilledWhileAskingTellsTheThreadAndDoesNotRunTheTurnAgain(t *test
 }
 
 func TestAgentDyingWhileAskingRetriesTheTurnAndAsksAgain(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--permissions", "ask"}, "TESTAGENT_PERMISSION=1")
 	m := s.mention(s.ownerSK, "deploy it")

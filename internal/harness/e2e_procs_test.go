@@ -7,6 +7,7 @@ import (
 
 // buzz-acp runs its Go code on one core unless told otherwise (--max-procs, docs/benchmarks.md).
 func TestBuzzACPRunsOnOneCoreByDefaultAndMaxProcsRaisesIt(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		args []string
 		want string

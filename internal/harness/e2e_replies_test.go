@@ -187,7 +187,7 @@ func TestAReplyThatLandsLateWinsOverTheFallback(t *testing.T) {
 func TestHeartbeatThatEndsWithTextPostsNothing(t *testing.T) {
 	s := newStack(t)
 	clk := clock.NewFake(time.Now())
-	cancel, _ := s.runInProcess(t, harness.Config{Clock: clk, HeartbeatInterval: 10 * time.Second}, "TESTAGENT_NO_CLI=1")
+	cancel, _ := s.runInProcess(t, harness.Config{Clock: clk, HeartbeatInterval: 10 * time.Second, HeartbeatAlways: true}, "TESTAGENT_NO_CLI=1")
 	defer cancel()
 	s.waitLog("agent ready", 30*time.Second)
 	for deadline := time.Now().Add(30 * time.Second); len(s.methods("session/prompt")) < 1; time.Sleep(20 * time.Millisecond) {

@@ -12,6 +12,7 @@ import (
 func standingIn(prompt string) bool { return strings.HasPrefix(prompt, "[Base]\n") }
 
 func TestUserMessageRouteBriefsOncePerSession(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--system-prompt", "You are Helper."})
 	one := s.mention(s.ownerSK, "one")
@@ -38,6 +39,7 @@ func TestUserMessageRouteBriefsOncePerSession(t *testing.T) {
 }
 
 func TestUserMessageRouteBriefsAgainAfterRotate(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil)
 	first := s.mention(s.ownerSK, "one")
@@ -52,6 +54,7 @@ func TestUserMessageRouteBriefsAgainAfterRotate(t *testing.T) {
 }
 
 func TestUserMessageRouteBriefsAgainAfterRespawn(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil, "TESTAGENT_CRASH_ON=2")
 	first := s.mention(s.ownerSK, "one")
@@ -66,6 +69,7 @@ func TestUserMessageRouteBriefsAgainAfterRespawn(t *testing.T) {
 }
 
 func TestSpecSystemPromptRouteSendsStandingOnSessionNewOnly(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--system-prompt", "You are Helper."}, "TESTAGENT_CAPS=systemPrompt")
 	for _, text := range []string{"one", "two"} {
@@ -88,6 +92,7 @@ func TestSpecSystemPromptRouteSendsStandingOnSessionNewOnly(t *testing.T) {
 }
 
 func TestClaudeAgentACPGetsMetaSystemPromptMergedWithChannelMeta(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"@agentclientprotocol/claude-agent-acp", "@zed-industries/claude-agent-acp", "@zed-industries/claude-code-acp"} {
 		t.Run(name, func(t *testing.T) {
 			s := newStack(t)
@@ -110,6 +115,7 @@ func TestClaudeAgentACPGetsMetaSystemPromptMergedWithChannelMeta(t *testing.T) {
 }
 
 func TestClaudeAgentACPBelowVersionFloorFallsBackToUserMessage(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil, "TESTAGENT_NAME=@zed-industries/claude-code-acp", "TESTAGENT_VERSION=0.5.2")
 	s.waitReply(s.mention(s.ownerSK, "hi").ID)
@@ -122,6 +128,7 @@ func TestClaudeAgentACPBelowVersionFloorFallsBackToUserMessage(t *testing.T) {
 }
 
 func TestGooseProbeSuccessDeliversViaCustomMethod(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil, "TESTAGENT_NAME=goose", "TESTAGENT_GOOSE_SYSTEM_PROMPT=1")
 	s.waitReply(s.mention(s.ownerSK, "hi").ID)
@@ -135,6 +142,7 @@ func TestGooseProbeSuccessDeliversViaCustomMethod(t *testing.T) {
 }
 
 func TestGooseProbeMethodNotFoundFallsBackToUserMessage(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil, "TESTAGENT_NAME=goose")
 	hi := s.mention(s.ownerSK, "hi")
@@ -148,6 +156,7 @@ func TestGooseProbeMethodNotFoundFallsBackToUserMessage(t *testing.T) {
 }
 
 func TestGooseProbeOtherErrorFailsSessionCreationClearly(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil, "TESTAGENT_NAME=goose", "TESTAGENT_GOOSE_SYSTEM_PROMPT=error")
 	s.mention(s.ownerSK, "hi")
@@ -161,6 +170,7 @@ func TestGooseProbeOtherErrorFailsSessionCreationClearly(t *testing.T) {
 }
 
 func TestUserMessageRouteBriefsAgainAfterMaxTokens(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil, "TESTAGENT_STOP_REASON=max_tokens")
 	one := s.mention(s.ownerSK, "one")

@@ -30,6 +30,7 @@ func decodeSession(t *testing.T, r record) sessionParams {
 }
 
 func TestSessionSurvivesHarnessSIGKILLViaSessionLoad(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil) // the test agent advertises loadSession and persists its sessions
 	first := s.mention(s.ownerSK, "codeword=PAPAYA")
@@ -59,6 +60,7 @@ func TestSessionSurvivesHarnessSIGKILLViaSessionLoad(t *testing.T) {
 }
 
 func TestSessionResumePreferredWhenAdvertised(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil, "TESTAGENT_CAPS=resume")
 	first := s.mention(s.ownerSK, "codeword=KIWI")
@@ -76,6 +78,7 @@ func TestSessionResumePreferredWhenAdvertised(t *testing.T) {
 }
 
 func TestRefusedResumeForgetsRecordAndFallsBackInSameTurn(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil)
 	first := s.mention(s.ownerSK, "hello")
@@ -95,6 +98,7 @@ func TestRefusedResumeForgetsRecordAndFallsBackInSameTurn(t *testing.T) {
 }
 
 func TestNoResumeSessionsOptsOut(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--no-resume-sessions"})
 	first := s.mention(s.ownerSK, "hello")
@@ -109,6 +113,7 @@ func TestNoResumeSessionsOptsOut(t *testing.T) {
 }
 
 func TestSecondHarnessOnSameKeyAndStateDirExitsNamingHolderPID(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil)
 	first := s.harness
@@ -121,6 +126,7 @@ func TestSecondHarnessOnSameKeyAndStateDirExitsNamingHolderPID(t *testing.T) {
 }
 
 func TestSessionNewCarriesChannelIdentityAndTitleInOneMeta(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--session-title", "Helper"})
 	m := s.mention(s.ownerSK, "hi")
@@ -138,6 +144,7 @@ func TestSessionNewCarriesChannelIdentityAndTitleInOneMeta(t *testing.T) {
 }
 
 func TestAgentDyingDuringLoadIsRespawnedAndLoadRetriedOnce(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil)
 	first := s.mention(s.ownerSK, "codeword=MANGO")

@@ -23,6 +23,7 @@ func (s *stack) publishBotProfile(sk, name string, auth ownerauth.Tag) {
 // owner attested passes owner-only, and a stranger's bot whose profile claims our owner with a
 // signature our owner never made does not.
 func TestSiblingBotPassesOwnerOnlyAndAForgedAttestationDoesNot(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	agentTag, err := ownerauth.Issue(s.ownerSK, s.agentPK, "", nil)
 	if err != nil {

@@ -222,6 +222,7 @@ func (s *stack) post(ch, text string) nostr.Event {
 // must not hold up the loop: mentions in other channels are still prompted, and the join takes
 // effect once the relay reads again.
 func TestRelayThatStopsReadingDoesNotStopTheHarness(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	third := s.relay.CreateChannel(t, s.ownerSK, "third", false)
 	s.relay.AddMember(t, s.ownerSK, third, s.agentPK, "bot")

@@ -8,6 +8,7 @@ import (
 )
 
 func TestCorruptStateFilesAreSkippedWithOneLineEachAndServingContinues(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil)
 	s.waitReply(s.mention(s.ownerSK, "before").ID)
@@ -38,6 +39,7 @@ func TestCorruptStateFilesAreSkippedWithOneLineEachAndServingContinues(t *testin
 }
 
 func TestMentionsSentWhileHarnessWasDownAreAnswered(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil)
 	first := s.mention(s.ownerSK, "first")
@@ -58,6 +60,7 @@ func TestMentionsSentWhileHarnessWasDownAreAnswered(t *testing.T) {
 }
 
 func TestOwnerStatusReportsQueuedWork(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil)
 	out := s.waitOutcome(s.mention(s.ownerSK, "!status").ID)

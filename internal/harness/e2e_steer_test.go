@@ -2,12 +2,15 @@ package harness_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 // The agent replies with the ids of every event its prompt showed, so a reply tells which
@@ -58,6 +61,7 @@ func (s *stack) answeredOnce(first, second nostr.Event) nostr.Event {
 }
 
 func TestSteerWithoutNativeSupportCancelsAndPromptsOneMergedPromptOnTheSameSession(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil, "TESTAGENT_HANG_ON=1", replyEvents) // default mode: steer
 	first, second := s.busyThread()
@@ -89,6 +93,7 @@ func TestSteerWithoutNativeSupportCancelsAndPromptsOneMergedPromptOnTheSameSessi
 }
 
 func TestInterruptCancelsAndFramesTheNewRequestAsSupersedingTheOld(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--multiple-event-handling", "interrupt"}, "TESTAGENT_HANG_ON=1", replyEvents)
 	first, second := s.busyThread()
@@ -110,6 +115,7 @@ func TestInterruptCancelsAndFramesTheNewRequestAsSupersedingTheOld(t *testing.T)
 }
 
 func TestQueueModeLeavesTheRunningTurnAloneAndPromptsTheNewMessageAfterIt(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--multiple-event-handling", "queue"}, "TESTAGENT_HANG_ON=1", replyEvents)
 	first, second := s.busyThread()
@@ -133,6 +139,7 @@ func TestQueueModeLeavesTheRunningTurnAloneAndPromptsTheNewMessageAfterIt(t *tes
 }
 
 func TestSteerUsesTheAgentsNativeSteeringWithoutCancellingTheTurn(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil, "TESTAGENT_HANG_ON=1", "TESTAGENT_STEERING=1", replyEvents)
 	first, second := s.busyThread()
@@ -154,6 +161,7 @@ func TestSteerUsesTheAgentsNativeSteeringWithoutCancellingTheTurn(t *testing.T) 
 }
 
 func TestGooseSteerNamesTheActiveRunAndDoesNotCancel(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--activity-log", s.stateDir + "-activity.jsonl"}, "TESTAGENT_HANG_ON=1", "TESTAGENT_GOOSE_STEER=1", replyEvents)
 	first := s.mention(s.ownerSK, "first job: summarise the release")
@@ -173,6 +181,7 @@ func TestGooseSteerNamesTheActiveRunAndDoesNotCancel(t *testing.T) {
 }
 
 func TestCrashRightAfterASteerCancelAnswersTheMergedEventsOnceAfterRestart(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	// Both the first prompt and the merged one hang, so nothing is answered before the kill.
 	s.start(nil, "TESTAGENT_HANG_ON=1,2", replyEvents)
@@ -185,6 +194,7 @@ func TestCrashRightAfterASteerCancelAnswersTheMergedEventsOnceAfterRestart(t *te
 }
 
 func TestDedupDropFinishesAMessageForABusyConversationUnanswered(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--multiple-event-handling", "queue", "--dedup", "drop"}, "TESTAGENT_HANG_ON=1", replyEvents)
 	first, second := s.busyThread()
@@ -203,19 +213,14 @@ func TestDedupDropFinishesAMessageForABusyConversationUnanswered(t *testing.T) {
 // waitFile waits until the file at path contains substr.
 func (s *stack) waitFile(path, substr string) {
 	s.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if b, _ := os.ReadFile(path); strings.Contains(string(b), substr) {
-			return
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("%s never contained %q; buzz-acp output:\n%s", path, substr, s.logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Eventually(s.t, 20*time.Second, func() bool {
+		b, _ := os.ReadFile(path)
+		return strings.Contains(string(b), substr)
+	}, fmt.Sprintf("%s to contain %q", path, substr))
 }
 
 func TestSteerAfterTheReplyLandedDoesNotAnswerTheFirstMessageAgain(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	// The first turn posts its reply, then keeps working until cancelled.
 	s.start(nil, "TESTAGENT_HANG_AFTER_REPLY=1", replyEvents)
@@ -234,6 +239,7 @@ func TestSteerAfterTheReplyLandedDoesNotAnswerTheFirstMessageAgain(t *testing.T)
 }
 
 func TestOwnerInterruptInterruptsForTheOwnerAndSteersForOthers(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	otherSK, otherPK := newKey(t)
 	s.relay.AddMember(t, s.ownerSK, s.channel, otherPK, "member")

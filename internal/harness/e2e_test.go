@@ -3,9 +3,11 @@ package harness_test
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/relay/relaytest"
 	"github.com/buzz-harness/buzz/internal/testbin"
+	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 // stack is a real relay, real keys, one channel with the agent as member, and (once started) the
@@ -98,23 +101,18 @@ func readActivity(path string) ([]activityLine, error) { return readJSONLines[ac
 // waitActivity waits until the activity log holds n events of type typ and returns its lines.
 func (s *stack) waitActivity(path, typ string, n int) []activityLine {
 	s.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		lines, _ := readActivity(path)
+	var lines []activityLine
+	testwait.Eventually(s.t, 30*time.Second, func() bool {
+		lines, _ = readActivity(path)
 		got := 0
 		for _, l := range lines {
 			if l.Type == typ {
 				got++
 			}
 		}
-		if got >= n {
-			return lines
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("the activity log has %d %s events, want %d", got, typ, n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return got >= n
+	}, fmt.Sprintf("%d %s events in the activity log", n, typ))
+	return lines
 }
 
 // readJSONLines reads a JSON-lines file (the activity log, the test agent's record), skipping
@@ -165,34 +163,44 @@ func (s *stack) kill() {
 	if s.harness == nil {
 		return
 	}
+	defer func() { // deferred: it runs even when KillWithAgents fails the test
+		if s.t.Failed() {
+			s.t.Logf("buzz-acp output:\n%s", s.logs.String())
+		}
+	}()
 	testbin.KillWithAgents(s.t, s.harness.Process.Pid)
 	<-s.exited
 	s.harness = nil
-	if s.t.Failed() {
-		s.t.Logf("buzz-acp output:\n%s", s.logs.String())
-	}
 }
 
+// waitLog waits until buzz-acp's output contains substr, failing at once if buzz-acp exits.
+// On failure the stack's cleanup logs the output.
 func (s *stack) waitLog(substr string, timeout time.Duration) {
 	s.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !strings.Contains(s.logs.String(), substr) {
-		if time.Now().After(deadline) {
-			s.t.Fatalf("timed out waiting for log %q; output:\n%s", substr, s.logs.String())
+	testwait.Eventually(s.t, timeout, func() bool {
+		if strings.Contains(s.logs.String(), substr) {
+			return true
 		}
 		select {
 		case err := <-s.exited:
 			s.exited <- err
-			s.t.Fatalf("buzz-acp exited (%v) before logging %q; output:\n%s", err, substr, s.logs.String())
-		case <-time.After(20 * time.Millisecond):
+			s.t.Fatalf("buzz-acp exited (%v) before logging %q", err, substr)
+		default:
 		}
-	}
+		return false
+	}, fmt.Sprintf("buzz-acp to log %q", substr))
 }
 
 // mention posts a kind-9 message in the channel that p-tags the agent.
 func (s *stack) mention(sk, content string, tags ...nostr.Tag) nostr.Event {
 	s.t.Helper()
-	ev := nostr.Event{Kind: 9, Content: content, CreatedAt: nostr.Now(),
+	return s.mentionAt(sk, content, nostr.Now(), tags...)
+}
+
+// mentionAt is mention signed with created_at at.
+func (s *stack) mentionAt(sk, content string, at nostr.Timestamp, tags ...nostr.Tag) nostr.Event {
+	s.t.Helper()
+	ev := nostr.Event{Kind: 9, Content: content, CreatedAt: at,
 		Tags: append(nostr.Tags{{"h", s.channel}, {"p", s.agentPK}}, tags...)}
 	if err := ev.Sign(sk); err != nil {
 		s.t.Fatal(err)
@@ -204,16 +212,15 @@ func (s *stack) mention(sk, content string, tags ...nostr.Tag) nostr.Event {
 // waitEvent polls the relay until a query returns something, or fails after timeout.
 func (s *stack) waitEvent(timeout time.Duration, f nostr.Filter) nostr.Event {
 	s.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		if evs := s.relay.Query(s.t, s.ownerSK, f); len(evs) > 0 {
-			return evs[0]
+	var ev nostr.Event
+	testwait.Eventually(s.t, timeout, func() bool {
+		evs := s.relay.Query(s.t, s.ownerSK, f)
+		if len(evs) > 0 {
+			ev = evs[0]
 		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("timed out waiting for %v; buzz-acp output:\n%s", f, s.logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return len(evs) > 0
+	}, fmt.Sprintf("an event matching %v", f))
+	return ev
 }
 
 // waitReply waits for the agent's kind-9 reply referencing event id.
@@ -226,22 +233,17 @@ func (s *stack) waitReply(id string) nostr.Event {
 // a reply in a thread by replying to the thread's root, so waitReply(followUp.ID) cannot see it.
 func (s *stack) waitNewReply(root string, known ...nostr.Event) nostr.Event {
 	s.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var reply nostr.Event
+	testwait.Eventually(s.t, 30*time.Second, func() bool {
 		for _, ev := range s.relay.Query(s.t, s.ownerSK, nostr.Filter{Kinds: []int{9}, Authors: []string{s.agentPK}, Tags: nostr.TagMap{"e": {root}}}) {
-			old := false
-			for _, k := range known {
-				old = old || k.ID == ev.ID
-			}
-			if !old {
-				return ev
+			if !slices.ContainsFunc(known, func(k nostr.Event) bool { return k.ID == ev.ID }) {
+				reply = ev
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("timed out waiting for a new reply in thread %s; buzz-acp output:\n%s", root, s.logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false
+	}, "a new agent reply in thread "+root)
+	return reply
 }
 
 // waitOutcome waits for the agent's 40099 row answering the owner command event id.
@@ -294,13 +296,9 @@ func (s *stack) prompts() []string {
 // waitPrompted waits until some prompt the agent received shows event id.
 func (s *stack) waitPrompted(id string) {
 	s.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(strings.Join(s.prompts(), "\n"), "Event ID: "+id) {
-		if time.Now().After(deadline) {
-			s.t.Fatalf("event %s was never prompted; buzz-acp output:\n%s", id, s.logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Eventually(s.t, 20*time.Second, func() bool {
+		return strings.Contains(strings.Join(s.prompts(), "\n"), "Event ID: "+id)
+	}, "a prompt showing event "+id)
 }
 
 // waitRecorded waits until the agent has received n messages of method.
@@ -311,13 +309,8 @@ func (s *stack) waitRecorded(method string, n int) {
 
 func (s *stack) waitRecordedWithin(method string, n int, timeout time.Duration) {
 	s.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for len(s.methods(method)) < n {
-		if time.Now().After(deadline) {
-			s.t.Fatalf("agent never received %d × %s; buzz-acp output:\n%s", n, method, s.logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Eventually(s.t, timeout, func() bool { return len(s.methods(method)) >= n },
+		fmt.Sprintf("the agent to receive %d × %s", n, method))
 }
 
 func (s *stack) methods(name string) []record {

@@ -36,17 +36,21 @@ func conversationIDs(t *testing.T, s *stack) []string {
 
 const threadReply = "TESTAGENT_REPLY=answer {codeword} #{count} in {session}" // #{count}: no two replies are the same event
 
-// twoThreads posts two top-level mentions a second apart and waits for both replies.
+// twoThreads posts two top-level mentions, the second once the first is answered (so that under
+// the channel policy it is not merged into the first's turn), and returns them with their replies.
 func twoThreads(t *testing.T, s *stack) (m1, m2, r1, r2 nostr.Event) {
 	t.Helper()
 	m1 = s.mention(s.ownerSK, "codeword=ALPHA")
-	time.Sleep(time.Second) // distinct created_at: two separate top-level posts, as people make them
-	m2 = s.mention(s.ownerSK, "codeword=BRAVO")
-	r1, r2 = s.waitReply(m1.ID), s.waitReply(m2.ID)
+	r1 = s.waitReply(m1.ID)
+	// Distinct created_at, as two separate top-level posts people make have: dated a second
+	// after the first when the reply came within its second.
+	m2 = s.mentionAt(s.ownerSK, "codeword=BRAVO", max(nostr.Now(), m1.CreatedAt+1))
+	r2 = s.waitReply(m2.ID)
 	return m1, m2, r1, r2
 }
 
 func TestTopLevelMentionsOpenOneSessionPerThread(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil, threadReply)
 	m1, m2, r1, r2 := twoThreads(t, s)
@@ -81,6 +85,7 @@ func TestTopLevelMentionsOpenOneSessionPerThread(t *testing.T) {
 }
 
 func TestSiblingThreadsRunConcurrently(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--agents", "2"}, "TESTAGENT_HANG_ON=1")
 	m1 := s.mention(s.ownerSK, "long job")
@@ -94,6 +99,7 @@ func TestSiblingThreadsRunConcurrently(t *testing.T) {
 }
 
 func TestRestartResumesEachThreadSessionSeparately(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil, threadReply)
 	m1, m2, r1, r2 := twoThreads(t, s)
@@ -122,6 +128,7 @@ func TestRestartResumesEachThreadSessionSeparately(t *testing.T) {
 }
 
 func TestLRUBoundClosesOldestIdleSessionAndReplyLoadsIt(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--max-cached-conversation-sessions", "1"}, threadReply, "TESTAGENT_CAPS=close")
 	m1, _, r1, _ := twoThreads(t, s)
@@ -141,6 +148,7 @@ func TestLRUBoundClosesOldestIdleSessionAndReplyLoadsIt(t *testing.T) {
 }
 
 func TestIdleTTLClosesSession(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--conversation-session-idle-ttl-secs", "1"}, threadReply, "TESTAGENT_CAPS=close")
 	m := s.mention(s.ownerSK, "codeword=CHARLIE")
@@ -157,6 +165,7 @@ func TestIdleTTLClosesSession(t *testing.T) {
 }
 
 func TestChannelPolicyKeepsOneSessionPerChannel(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--session-policy", "channel"}, threadReply)
 	_, _, r1, r2 := twoThreads(t, s)

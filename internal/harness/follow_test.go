@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/buzz-harness/buzz/internal/subrules"
 )
 
 const followChannel = "3f1e2d4c-5b6a-4789-8abc-def012345678"
@@ -128,7 +130,7 @@ func TestSiblingVerdictLetsAFollowUpInOnlyFromAPerson(t *testing.T) {
 }
 
 func TestThreadSubscriptionsCarryNoPFilterWhileChannelOnesKeepIt(t *testing.T) {
-	h := &Harness{cfg: Config{Kinds: DefaultKinds}, agent: rootN(99)}
+	h := &Harness{cfg: Config{Kinds: DefaultKinds, Rules: subrules.ForMode(subrules.ModeMentions, DefaultKinds, false)}, agent: rootN(99)}
 	th := h.threadFilter([]string{rootN(1)})
 	if _, ok := th.Tags["p"]; ok || !slices.Equal(th.Tags["e"], []string{rootN(1)}) || !slices.Equal(th.Kinds, []int{9}) {
 		t.Fatalf("thread filter %v: want #e of the roots, kind 9 only, and no #p", th)

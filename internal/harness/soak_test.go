@@ -24,6 +24,7 @@ import (
 // one failure notice. BUZZ_SOAK=full runs the issue's size: 200 mentions, 10 channels, 10 harness
 // kills, 10 agent kills (`make soak`); the default is a smaller run for CI.
 func TestSoakNothingLost(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("soak")
 	}

@@ -53,7 +53,7 @@ func checkClaudeTurn(t *testing.T, a adapter) []acpLine {
 
 	start := time.Now()
 	mention := s.mention("ping")
-	reply := s.waitReply(mention.ID, 60*time.Second)
+	reply := s.waitReply(mention.ID, 2*time.Minute)
 	t.Logf("%s: mention → channel reply in %v", a.pkg, time.Since(start).Round(time.Millisecond))
 	if reply.Content != "pong" {
 		t.Fatalf("reply content %q, want pong", reply.Content)
@@ -118,6 +118,7 @@ func checkPermissionAllowed(t *testing.T, lines []acpLine) {
 }
 
 func TestClaudeAgentACP0101GetsBasePromptAsSpecSystemPrompt(t *testing.T) {
+	t.Parallel()
 	lines := checkClaudeTurn(t, claudeACP)
 	var p struct {
 		SystemPrompt *struct {
@@ -144,6 +145,7 @@ func TestClaudeAgentACP0101GetsBasePromptAsSpecSystemPrompt(t *testing.T) {
 }
 
 func TestZedClaudeAgentACP0231GetsBasePromptAsMetaAppend(t *testing.T) {
+	t.Parallel()
 	lines := checkClaudeTurn(t, zedClaudeACP)
 	news := sent(lines, "session/new")
 	if len(news) != 1 {

@@ -38,6 +38,7 @@ env_key = "OPENAI_API_KEY"
 }
 
 func TestZedCodexACPGetsStandingSectionsInFirstUserMessageOnly(t *testing.T) {
+	t.Parallel()
 	node, script := zedCodexACP.command(t)
 	m := startOpenAI(t)
 	s := newStack(t)
@@ -47,11 +48,11 @@ func TestZedCodexACPGetsStandingSectionsInFirstUserMessageOnly(t *testing.T) {
 
 	start := time.Now()
 	first := s.mention("ping")
-	s.waitReply(first.ID, 60*time.Second)
+	s.waitReply(first.ID, 2*time.Minute)
 	t.Logf("first mention → channel reply in %v", time.Since(start).Round(time.Millisecond))
 	s.waitTurns(1, 30*time.Second)
 	second := s.mention("ping again")
-	s.waitReply(second.ID, 60*time.Second)
+	s.waitReply(second.ID, 2*time.Minute)
 	s.waitTurns(2, 30*time.Second)
 
 	// The model's view: the request opening each turn is the one whose newest item is the

@@ -9,6 +9,7 @@ import (
 )
 
 func TestReplyTargetTakesChannelAndLastReplyToFromPrompt(t *testing.T) {
+	t.Parallel()
 	id := strings.Repeat("ab", 32)
 	prompt := "[Context]\nChannel: general (#3f1c2a9e-5b7d-4e8a-9c01-6d2f8b4a7e10)\n" +
 		"history: buzz messages send --reply-to " + strings.Repeat("00", 32) + "\n" +
@@ -23,6 +24,7 @@ func TestReplyTargetTakesChannelAndLastReplyToFromPrompt(t *testing.T) {
 }
 
 func TestSendCommandQuotesContentForTheShell(t *testing.T) {
+	t.Parallel()
 	got := SendCommand("c", "e", "it's")
 	if want := `buzz messages send --channel c --reply-to e --content 'it'\''s'`; got != want {
 		t.Fatalf("got %s, want %s", got, want)
@@ -48,6 +50,7 @@ func prompted(tools ...string) fakemodel.Request {
 }
 
 func TestClaudeScriptRunsBashSendThenEndsTurnOnToolResult(t *testing.T) {
+	t.Parallel()
 	script := ClaudeScript(func(fakemodel.Request) string { return "hi" })
 	rep := script(0, prompted("Bash"))
 	if len(rep.Calls) != 1 || rep.Calls[0].Name != "Bash" || !strings.Contains(rep.Calls[0].Args, `--content 'hi'`) {
@@ -69,6 +72,7 @@ func TestClaudeScriptRunsBashSendThenEndsTurnOnToolResult(t *testing.T) {
 }
 
 func TestCodexScriptUsesWhicheverShellToolIsOffered(t *testing.T) {
+	t.Parallel()
 	script := CodexScript(nil)
 	for tool, argKey := range map[string]string{"shell": `"command":["bash"`, "shell_command": `"command":"buzz`, "exec_command": `"cmd":"buzz`} {
 		rep := script(0, prompted(tool))

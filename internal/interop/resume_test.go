@@ -25,6 +25,7 @@ func rememberCodeword(r fakemodel.Request) string {
 }
 
 func TestClaudeAgentACPSessionSurvivesHarnessSIGKILL(t *testing.T) {
+	t.Parallel()
 	node, script := claudeACP.command(t)
 	m := startAnthropic(t, rememberCodeword)
 	s := newStack(t)
@@ -33,7 +34,7 @@ func TestClaudeAgentACPSessionSurvivesHarnessSIGKILL(t *testing.T) {
 	s.start(node, []string{script}, claudeEnv(m)...)
 
 	first := s.mention("codeword=PAPAYA")
-	s.waitReply(first.ID, 60*time.Second)
+	s.waitReply(first.ID, 2*time.Minute)
 	s.waitTurns(1, 30*time.Second)
 	created := resultOf(t, s.acpLines(s.activity), "session/new")
 	var sess struct {
@@ -47,7 +48,7 @@ func TestClaudeAgentACPSessionSurvivesHarnessSIGKILL(t *testing.T) {
 	restarted := time.Now()
 	s.start(node, []string{script}, claudeEnv(m)...)
 	second := s.mention("what was the codeword?")
-	reply := s.waitReply(second.ID, 60*time.Second)
+	reply := s.waitReply(second.ID, 2*time.Minute)
 	t.Logf("restart → answer from the resumed session in %v", time.Since(restarted).Round(time.Millisecond))
 	if reply.Content != "the codeword is PAPAYA" {
 		t.Fatalf("reply %q: the model did not see the first turn, so the session was not resumed", reply.Content)

@@ -2,6 +2,7 @@ package interop
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 // answers pairs each request buzz-acp sent with method to the agent's result (nil if it
@@ -35,6 +37,7 @@ func answers(lines []acpLine, method string) (params, results []json.RawMessage)
 // turn reaching the channel through a permission request shows "default" took effect, and the
 // adapter's answers and the model requests show the model did.
 func TestClaudeAgentACP0101TakesModelAndPermissionModeFromFlags(t *testing.T) {
+	t.Parallel()
 	node, script := claudeACP.command(t)
 	m := startAnthropic(t, nil)
 	s := newStack(t)
@@ -42,7 +45,7 @@ func TestClaudeAgentACP0101TakesModelAndPermissionModeFromFlags(t *testing.T) {
 	s.start(node, []string{script}, append(claudeEnv(m), "BUZZ_ACP_MODEL=sonnet", "BUZZ_ACP_PERMISSION_MODE=default")...)
 
 	mention := s.mention("ping")
-	if reply := s.waitReply(mention.ID, 90*time.Second); reply.Content != "pong" {
+	if reply := s.waitReply(mention.ID, 3*time.Minute); reply.Content != "pong" {
 		t.Fatalf("reply %q, want pong", reply.Content)
 	}
 	s.waitTurns(1, 30*time.Second)
@@ -84,23 +87,24 @@ func TestClaudeAgentACP0101TakesModelAndPermissionModeFromFlags(t *testing.T) {
 func (s *stack) waitAgentMessage(id, what string, match func(string) bool, timeout time.Duration) nostr.Event {
 	s.t.Helper()
 	f := nostr.Filter{Kinds: []int{9}, Authors: []string{s.agentPK}, Tags: nostr.TagMap{"e": {id}}}
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	var msg nostr.Event
+	testwait.Eventually(s.t, timeout, func() bool {
 		for _, ev := range s.relay.Query(s.t, s.ownerSK, f) {
 			if match(ev.Content) {
-				return ev
+				msg = ev
+				return true
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	s.t.Fatalf("no agent message (%s) under %s within %v; buzz-acp output:\n%s", what, id, timeout, s.logs.String())
-	return nostr.Event{}
+		return false
+	}, fmt.Sprintf("an agent message (%s) under %s", what, id))
+	return msg
 }
 
 // TestClaudeAgentACP0101AsksTheOwnerInTheThreadAndRunsTheToolOnTheAnswer: with --permissions ask
 // the adapter's request for Bash becomes a question in the thread, and the owner's answer lets
 // the tool run (the reply it posts is the proof).
 func TestClaudeAgentACP0101AsksTheOwnerInTheThreadAndRunsTheToolOnTheAnswer(t *testing.T) {
+	t.Parallel()
 	node, script := claudeACP.command(t)
 	m := startAnthropic(t, nil)
 	s := newStack(t)
@@ -108,7 +112,7 @@ func TestClaudeAgentACP0101AsksTheOwnerInTheThreadAndRunsTheToolOnTheAnswer(t *t
 	s.start(node, []string{script}, append(claudeEnv(m), "BUZZ_ACP_PERMISSION_MODE=default", "BUZZ_ACP_PERMISSIONS=ask", "BUZZ_ACP_PERMISSION_TIMEOUT=50")...)
 
 	mention := s.mention("ping")
-	q := s.waitAgentMessage(mention.ID, "the question", func(c string) bool { return strings.Contains(c, "permission needed") }, 90*time.Second)
+	q := s.waitAgentMessage(mention.ID, "the question", func(c string) bool { return strings.Contains(c, "permission needed") }, 3*time.Minute)
 	if !protocol.Mentioned(q.Tags, mustPub(t, s.ownerSK)) || !strings.Contains(q.Content, "1. ") {
 		t.Fatalf("question %q does not mention the owner or list options", q.Content)
 	}
@@ -118,7 +122,7 @@ func TestClaudeAgentACP0101AsksTheOwnerInTheThreadAndRunsTheToolOnTheAnswer(t *t
 		}
 	}
 	s.mention("allow_once") // the owner's answer, by the option's kind (one conversation per channel here)
-	s.waitAgentMessage(mention.ID, "the reply pong", func(c string) bool { return c == "pong" }, 90*time.Second)
+	s.waitAgentMessage(mention.ID, "the reply pong", func(c string) bool { return c == "pong" }, 3*time.Minute)
 	s.waitTurns(1, 30*time.Second)
 	checkPermissionAllowed(t, s.acpLines(s.activity))
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/relay/relaytest"
 	"github.com/buzz-harness/buzz/internal/testbin"
+	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 // adapter is one pinned npm package as scripts/install-adapters.sh lays it out.
@@ -93,8 +94,14 @@ type stack struct {
 	exited   chan error
 }
 
+// adapterSlots bounds how many stacks run at once: each runs a real adapter, a Node process whose
+// start alone takes seconds of CPU, so more of them side by side only push each past its bounds.
+var adapterSlots = make(chan struct{}, 2)
+
 func newStack(t *testing.T) *stack {
 	t.Helper()
+	adapterSlots <- struct{}{}
+	t.Cleanup(func() { <-adapterSlots })
 	s := &stack{t: t, relay: relaytest.Start(t)}
 	s.bin = testbin.Dir(t, "cmd/buzz", "cmd/buzz-acp")
 	s.ownerSK = nostr.GeneratePrivateKey()
@@ -194,28 +201,32 @@ func (s *stack) kill() {
 	if s.harness == nil {
 		return
 	}
+	defer func() { // deferred: it runs even when KillWithAgents fails the test
+		if s.t.Failed() {
+			s.t.Logf("buzz-acp output (run %d):\n%s", s.runs, s.logs.String())
+		}
+	}()
 	testbin.KillWithAgents(s.t, s.harness.Process.Pid)
 	<-s.exited
 	s.harness = nil
-	if s.t.Failed() {
-		s.t.Logf("buzz-acp output (run %d):\n%s", s.runs, s.logs.String())
-	}
 }
 
+// waitLog waits until buzz-acp's output contains substr, failing at once if buzz-acp exits.
+// On failure kill logs the output.
 func (s *stack) waitLog(substr string, timeout time.Duration) {
 	s.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !strings.Contains(s.logs.String(), substr) {
-		if time.Now().After(deadline) {
-			s.t.Fatalf("timed out waiting for log %q; output:\n%s", substr, s.logs.String())
+	testwait.Eventually(s.t, timeout, func() bool {
+		if strings.Contains(s.logs.String(), substr) {
+			return true
 		}
 		select {
 		case err := <-s.exited:
 			s.exited <- err
-			s.t.Fatalf("buzz-acp exited (%v) before logging %q; output:\n%s", err, substr, s.logs.String())
-		case <-time.After(20 * time.Millisecond):
+			s.t.Fatalf("buzz-acp exited (%v) before logging %q", err, substr)
+		default:
 		}
-	}
+		return false
+	}, fmt.Sprintf("buzz-acp to log %q", substr))
 }
 
 // mention posts a top-level kind-9 message from the owner that p-tags the agent.
@@ -234,16 +245,15 @@ func (s *stack) mention(content string) nostr.Event {
 func (s *stack) waitReply(id string, timeout time.Duration) nostr.Event {
 	s.t.Helper()
 	f := nostr.Filter{Kinds: []int{9}, Authors: []string{s.agentPK}, Tags: nostr.TagMap{"e": {id}}}
-	deadline := time.Now().Add(timeout)
-	for {
-		if evs := s.relay.Query(s.t, s.ownerSK, f); len(evs) > 0 {
-			return evs[0]
+	var reply nostr.Event
+	testwait.Eventually(s.t, timeout, func() bool {
+		evs := s.relay.Query(s.t, s.ownerSK, f)
+		if len(evs) > 0 {
+			reply = evs[0]
 		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("no reply to %s within %v; buzz-acp output:\n%s", id, timeout, s.logs.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return len(evs) > 0
+	}, "the agent's reply to "+id)
+	return reply
 }
 
 // acpLine is one raw JSON-RPC line from the activity log.
@@ -324,13 +334,8 @@ func dumpOnFailure(t *testing.T, s *stack, reqs []fakemodel.Request) {
 // was asked during them has been recorded.
 func (s *stack) waitTurns(n int, timeout time.Duration) {
 	s.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for strings.Count(s.logs.String(), `msg="turn done"`) < n {
-		if time.Now().After(deadline) {
-			s.t.Fatalf("fewer than %d turns done within %v; output:\n%s", n, timeout, s.logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.Eventually(s.t, timeout, func() bool { return strings.Count(s.logs.String(), `msg="turn done"`) >= n },
+		fmt.Sprintf("%d finished turns", n))
 }
 
 // resultOf returns the agent's result for the single request of method buzz-acp sent, failing

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -201,19 +202,18 @@ type failingWriter struct{}
 func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
 
 func TestWriteJSONLinesStopsAndUnsubscribesOnWriteError(t *testing.T) {
-	b := NewBus(10)
-	b.Publish(Scope{}, AgentExited{})
-	err := WriteJSONLines(t.Context(), b, failingWriter{})
-	if err == nil || !strings.Contains(err.Error(), "disk full") {
-		t.Fatalf("err = %v", err)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for b.Subscribers() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("subscription left behind after write error")
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBus(10)
+		b.Publish(Scope{}, AgentExited{})
+		err := WriteJSONLines(t.Context(), b, failingWriter{})
+		if err == nil || !strings.Contains(err.Error(), "disk full") {
+			t.Fatalf("err = %v", err)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		synctest.Wait() // the subscription ends on its own goroutine once the context is cancelled
+		if n := b.Subscribers(); n != 0 {
+			t.Fatalf("%d subscriptions left behind after the write error", n)
+		}
+	})
 }
 
 func TestMarshalLineKeepsEventWhenDataCannotBeEncoded(t *testing.T) {

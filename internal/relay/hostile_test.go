@@ -33,6 +33,7 @@ import (
 	"github.com/buzz-harness/buzz/internal/relay"
 	"github.com/buzz-harness/buzz/internal/relay/relaytest"
 	"github.com/buzz-harness/buzz/internal/relay/store"
+	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 // stallKind marks a non-search filter the stalling store holds.
@@ -98,13 +99,7 @@ func startStalling(t *testing.T, more func(*relay.Config)) (*relaytest.Server, *
 // bound only decides when to give up on a loaded machine).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Eventually(t, 30*time.Second, cond, what)
 }
 
 func authedRaw(t *testing.T, s *relaytest.Server) (*rawConn, user) {

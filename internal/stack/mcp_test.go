@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/buzz-harness/buzz/internal/testbin"
+	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 type mcpEntry struct {
@@ -29,38 +30,39 @@ type mcpEntry struct {
 // firstSessionServers waits for the test agent's first session/new and returns its mcpServers.
 func firstSessionServers(t *testing.T, record string) []mcpEntry {
 	t.Helper()
-	deadline := time.Now().Add(45 * time.Second)
-	for time.Now().Before(deadline) {
-		if f, err := os.Open(record); err == nil {
-			sc := bufio.NewScanner(f)
-			sc.Buffer(nil, 16<<20)
-			for sc.Scan() {
-				var r struct {
-					Method string `json:"method"`
-					Params struct {
-						McpServers []mcpEntry `json:"mcpServers"`
-					} `json:"params"`
-				}
-				if json.Unmarshal(sc.Bytes(), &r) == nil && r.Method == "session/new" {
-					f.Close()
-					return r.Params.McpServers
-				}
-			}
-			f.Close()
+	var servers []mcpEntry
+	testwait.Eventually(t, 45*time.Second, func() bool {
+		f, err := os.Open(record)
+		if err != nil {
+			return false
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatal("the agent never received session/new")
-	return nil
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		sc.Buffer(nil, 16<<20)
+		for sc.Scan() {
+			var r struct {
+				Method string `json:"method"`
+				Params struct {
+					McpServers []mcpEntry `json:"mcpServers"`
+				} `json:"params"`
+			}
+			if json.Unmarshal(sc.Bytes(), &r) == nil && r.Method == "session/new" {
+				servers = r.Params.McpServers
+				return true
+			}
+		}
+		return false
+	}, "the agent's first session/new")
+	return servers
 }
 
 func TestUpGivesSessionsTheBuzzMcpServerWhichPostsAsTheAgent(t *testing.T) {
+	t.Parallel()
 	bin := testbin.Dir(t, "cmd/buzz", "internal/testagent")
 	dataDir := filepath.Join(t.TempDir(), "data")
 	record := filepath.Join(t.TempDir(), "record.jsonl")
-	t.Setenv("TESTAGENT_RECORD", record)
-	t.Setenv("TESTAGENT_NO_CLI", "1")
-	up := startUp(t, bin, dataDir, freeAddr(t), "--agent-command", filepath.Join(bin, "testagent"))
+	agentEnv := []string{"TESTAGENT_RECORD=" + record, "TESTAGENT_NO_CLI=1"}
+	up := startUpEnv(t, agentEnv, bin, dataDir, freeAddr(t), "--agent-command", filepath.Join(bin, "testagent"))
 	send(t, bin, up.banner.relayHTTP, dataDir, up.banner.channel, "@"+up.banner.agentName+" hello")
 
 	servers := firstSessionServers(t, record)
@@ -118,12 +120,12 @@ func TestUpGivesSessionsTheBuzzMcpServerWhichPostsAsTheAgent(t *testing.T) {
 }
 
 func TestUpNoMcpLeavesSessionsWithoutServers(t *testing.T) {
+	t.Parallel()
 	bin := testbin.Dir(t, "cmd/buzz", "internal/testagent")
 	dataDir := filepath.Join(t.TempDir(), "data")
 	record := filepath.Join(t.TempDir(), "record.jsonl")
-	t.Setenv("TESTAGENT_RECORD", record)
-	t.Setenv("TESTAGENT_NO_CLI", "1")
-	up := startUp(t, bin, dataDir, freeAddr(t), "--agent-command", filepath.Join(bin, "testagent"), "--no-mcp")
+	agentEnv := []string{"TESTAGENT_RECORD=" + record, "TESTAGENT_NO_CLI=1"}
+	up := startUpEnv(t, agentEnv, bin, dataDir, freeAddr(t), "--agent-command", filepath.Join(bin, "testagent"), "--no-mcp")
 	send(t, bin, up.banner.relayHTTP, dataDir, up.banner.channel, "@"+up.banner.agentName+" hello")
 	if servers := firstSessionServers(t, record); len(servers) != 0 {
 		t.Fatalf("mcpServers %+v with --no-mcp", servers)

@@ -2,6 +2,7 @@ package stack
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,5 +93,22 @@ func TestRunStopsHarnessConsoleAndRelayInThatOrderAndLeavesNoGoroutineBehind(t *
 		if left := leakcheck.Running(fn); len(left) > 0 {
 			t.Errorf("%d goroutine(s) in %s after Run returned:\n%s", len(left), fn, strings.Join(left, "\n\n"))
 		}
+	}
+}
+
+// Ctrl-C right after the banner, while the harness may still be starting (connecting, publishing
+// the agent's profile): the stop was asked for, so Run returns nil rather than the harness's
+// "context canceled", and `buzz up` exits 0.
+func TestRunStoppedRightAfterItsBannerReturnsNil(t *testing.T) {
+	bin := testbin.Dir(t, "cmd/buzz", "internal/testagent")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	err := Run(ctx, Config{
+		DataDir: filepath.Join(t.TempDir(), "data"), RelayAddr: "127.0.0.1:0", ConsoleAddr: "127.0.0.1:0",
+		AgentCommand: filepath.Join(bin, "testagent"), AgentCwd: t.TempDir(), BuzzCLIDir: bin,
+		Out: io.Discard, Ready: func(Info) { cancel() },
+	})
+	if err != nil {
+		t.Fatalf("Run stopped at its banner: %v", err)
 	}
 }

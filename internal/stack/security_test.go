@@ -13,6 +13,7 @@ import (
 	"github.com/buzz-harness/buzz/internal/client"
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/protocol/ownerauth"
+	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 // checkStackLockedDown asserts what `buzz up` promises about who can reach the agent: #general
@@ -35,17 +36,14 @@ func checkStackLockedDown(t *testing.T, relayHTTP, channel, ownerSK, agentPK str
 
 	// The harness publishes the policy as it starts, which may be just after the banner.
 	var profiles []nostr.Event
-	for deadline := time.Now().Add(20 * time.Second); ; {
+	testwait.Eventually(t, 20*time.Second, func() bool {
 		var err error
 		profiles, err = agentView.Query(ctx, client.F(nostr.Filter{Kinds: []int{protocol.KindAgentProfile}, Authors: []string{agentPK}})...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(profiles) > 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return len(profiles) > 0
+	}, "the agent's kind 10100")
 	if len(profiles) != 1 {
 		t.Fatalf("agent's kind 10100: %d events, want 1", len(profiles))
 	}

@@ -387,8 +387,15 @@ func (s *starting) serve(ctx context.Context) error {
 	case <-ctx.Done():
 		fmt.Fprintln(s.cfg.Out, "\nbuzz up: stopping")
 	case <-s.harness.done:
+		// The owner's !shutdown, or a fatal harness error: stop the rest too.
 	}
-	if err := s.harness.stop(); err != nil {
+	err := s.harness.stop()
+	if err != nil && errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		// A harness stopped while it was still starting returns its context's error: a stop
+		// asked for, not a failure.
+		err = nil
+	}
+	if err != nil {
 		return fail("harness stopped: %v", err)
 	}
 	return nil

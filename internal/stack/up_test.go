@@ -21,6 +21,7 @@ import (
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/stack"
 	"github.com/buzz-harness/buzz/internal/testbin"
+	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 // cleanEnv is the environment for `buzz up` under test: no model keys (so buzz-agent runs in
@@ -56,25 +57,32 @@ type upProc struct {
 	banner banner
 	done   chan error
 	out    *testbin.Output // all of stdout
+	stderr *testbin.Output
 }
 
 // startUp runs the real `buzz up` binary and waits for its banner.
 func startUp(t *testing.T, bin, dataDir, relayAddr string, extra ...string) *upProc {
 	t.Helper()
+	return startUpEnv(t, nil, bin, dataDir, relayAddr, extra...)
+}
+
+// startUpEnv is startUp with env added to buzz up's environment (and so its agent's).
+func startUpEnv(t *testing.T, env []string, bin, dataDir, relayAddr string, extra ...string) *upProc {
+	t.Helper()
 	args := append([]string{"up", "--data-dir", dataDir, "--relay-addr", relayAddr, "--console-addr", "127.0.0.1:0"}, extra...)
 	cmd := exec.Command(filepath.Join(bin, "buzz"), args...)
 	cmd.Dir = t.TempDir() // outside the source tree: nothing may be built
-	cmd.Env = cleanEnv()
+	cmd.Env = append(cleanEnv(), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	stderr := &testbin.Output{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &upProc{cmd: cmd, done: make(chan error, 1), out: &testbin.Output{}}
+	p := &upProc{cmd: cmd, done: make(chan error, 1), out: &testbin.Output{}, stderr: stderr}
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			cmd.Process.Kill()
@@ -134,7 +142,7 @@ func (p *upProc) stop(t *testing.T) {
 	select {
 	case err := <-p.done:
 		if err != nil {
-			t.Fatalf("buzz up after SIGINT: %v", err)
+			t.Fatalf("buzz up after SIGINT: %v; stderr:\n%s", err, p.stderr)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("buzz up did not stop within 30s of SIGINT")
@@ -198,8 +206,8 @@ func waitReply(t *testing.T, bin, relay, dataDir, channel, agentPK, parentID str
 // waitReplyWith waits for an agent message referencing parentID whose content contains want.
 func waitReplyWith(t *testing.T, bin, relay, dataDir, channel, agentPK, parentID, want string) string {
 	t.Helper()
-	deadline := time.Now().Add(45 * time.Second)
-	for time.Now().Before(deadline) {
+	reply := ""
+	testwait.Eventually(t, 45*time.Second, func() bool {
 		var msgs []struct {
 			Pubkey  string     `json:"pubkey"`
 			Content string     `json:"content"`
@@ -214,14 +222,14 @@ func waitReplyWith(t *testing.T, bin, relay, dataDir, channel, agentPK, parentID
 			}
 			for _, tag := range m.Tags {
 				if len(tag) >= 2 && tag[0] == "e" && tag[1] == parentID {
-					return m.Content
+					reply = m.Content
+					return true
 				}
 			}
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("the agent did not answer %s within 45s", parentID)
-	return ""
+		return false
+	}, fmt.Sprintf("the agent's answer to %s containing %q", parentID, want))
+	return reply
 }
 
 func send(t *testing.T, bin, relay, dataDir, channel, content string, extra ...string) string {
@@ -273,6 +281,7 @@ func waitActivity(t *testing.T, consoleURL, want string) {
 }
 
 func TestUpAnswersMentionStopsOnSIGINTWithoutLeftoversAndResumesOnSecondStart(t *testing.T) {
+	t.Parallel()
 	bin := testbin.Dir(t, "cmd/buzz")
 	dataDir := filepath.Join(t.TempDir(), "data")
 
@@ -390,6 +399,7 @@ func checkOneLineFailure(t *testing.T, code int, lines []string, want string) {
 }
 
 func TestUpFailsWithOneLineWhenRelayPortIsInUse(t *testing.T) {
+	t.Parallel()
 	bin := testbin.Dir(t, "cmd/buzz")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -401,6 +411,7 @@ func TestUpFailsWithOneLineWhenRelayPortIsInUse(t *testing.T) {
 }
 
 func TestUpFailedFirstStartLeavesNoDataDir(t *testing.T) {
+	t.Parallel()
 	bin := testbin.Dir(t, "cmd/buzz")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -425,6 +436,7 @@ func TestUpFailedFirstStartLeavesNoDataDir(t *testing.T) {
 }
 
 func TestUpOnADataDirAnotherBuzzUpHoldsNamesBuzzUp(t *testing.T) {
+	t.Parallel()
 	bin := testbin.Dir(t, "cmd/buzz")
 	dataDir := filepath.Join(t.TempDir(), "data")
 	first := startUp(t, bin, dataDir, freeAddr(t))
@@ -434,6 +446,7 @@ func TestUpOnADataDirAnotherBuzzUpHoldsNamesBuzzUp(t *testing.T) {
 }
 
 func TestUpPrintEnvGivesTheRunningStacksRelayURL(t *testing.T) {
+	t.Parallel()
 	bin := testbin.Dir(t, "cmd/buzz")
 	dataDir := filepath.Join(t.TempDir(), "data")
 	first := startUp(t, bin, dataDir, freeAddr(t))
@@ -456,6 +469,7 @@ func TestUpPrintEnvGivesTheRunningStacksRelayURL(t *testing.T) {
 }
 
 func TestUpFailsWithOneLineWhenDataDirIsNotADirectory(t *testing.T) {
+	t.Parallel()
 	bin := testbin.Dir(t, "cmd/buzz")
 	file := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(file, []byte("x"), 0o600)
@@ -464,12 +478,14 @@ func TestUpFailsWithOneLineWhenDataDirIsNotADirectory(t *testing.T) {
 }
 
 func TestUpFailsWithOneLineWhenAgentCommandIsMissing(t *testing.T) {
+	t.Parallel()
 	bin := testbin.Dir(t, "cmd/buzz")
 	code, lines := runUp(t, bin, "--data-dir", t.TempDir(), "--relay-addr", "127.0.0.1:0", "--console-addr", "127.0.0.1:0", "--agent-command", "no-such-agent-xyz")
 	checkOneLineFailure(t, code, lines, `agent command "no-such-agent-xyz" not found`)
 }
 
 func TestUpPrintEnvExportsTheOwnersKeyAndRelayURL(t *testing.T) {
+	t.Parallel()
 	bin := testbin.Dir(t, "cmd/buzz")
 	dataDir := filepath.Join(t.TempDir(), "data")
 	run := func() string {
@@ -494,6 +510,7 @@ func TestUpPrintEnvExportsTheOwnersKeyAndRelayURL(t *testing.T) {
 }
 
 func TestLoadIdentitiesTightensAKeyFileOthersCanRead(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ids, err := stack.LoadIdentities(dir)
 	if err != nil {
@@ -513,6 +530,7 @@ func TestLoadIdentitiesTightensAKeyFileOthersCanRead(t *testing.T) {
 }
 
 func TestLoadIdentitiesRejectsAGarbledKeyFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "owner.key"), []byte("not a key\n"), 0o600)
 	_, err := stack.LoadIdentities(dir)

@@ -1,12 +1,16 @@
 package testbin
 
 import (
+	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 // Linux /proc helpers for tests that follow the processes the binaries start (agents run in their
@@ -97,16 +101,9 @@ func KillWithAgents(t testing.TB, pid int) {
 	}
 	// The killed groups' processes are not the test's children: there is nothing to wait on but
 	// /proc.
-	deadline := time.Now().Add(10 * time.Second)
-	for _, g := range kids {
-		for groupRunning(g) {
-			if time.Now().After(deadline) {
-				t.Errorf("process group %d still running 10s after it was killed", g)
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	testwait.Eventually(t, 10*time.Second, func() bool {
+		return !slices.ContainsFunc(kids, groupRunning)
+	}, fmt.Sprintf("the process groups %v of killed pid %d to end", kids, pid))
 }
 
 // RSSKiB is pid's resident memory (VmRSS) in KiB; 0 if it is gone.

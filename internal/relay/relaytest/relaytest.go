@@ -20,6 +20,7 @@ import (
 
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/relay"
+	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 // Server is a running relay.
@@ -70,16 +71,7 @@ func (s *Server) start() error {
 	if err != nil {
 		return fmt.Errorf("relaytest: open relay: %w", err)
 	}
-	var ln net.Listener
-	// On Restart the old port may linger briefly in the kernel; retry for a short while.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		ln, err = net.Listen("tcp", s.addr)
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	ln, err := net.Listen("tcp", s.addr)
 	if err != nil {
 		r.Close()
 		return fmt.Errorf("relaytest: listen %s: %w", s.addr, err)
@@ -109,9 +101,14 @@ func (s *Server) Stop() {
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
 	s.Stop()
-	if err := s.start(); err != nil {
-		t.Fatal(err)
-	}
+	// The old port may linger briefly in the kernel: retry for a short while.
+	var err error
+	testwait.Eventually(t, 5*time.Second, func() bool {
+		if err = s.start(); err != nil {
+			t.Logf("relaytest: restart: %v", err)
+		}
+		return err == nil
+	}, "the relay to start again on "+s.addr)
 }
 
 // Post sends a NIP-98-signed POST to the bridge and returns the status and body.
