@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/buzz-harness/buzz/internal/testbin"
+	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 // BenchmarkPoolSleep runs buzz-acp with ten scripted agents and --idle-pool-sleep 5 and reports
@@ -30,12 +31,7 @@ func BenchmarkPoolSleep(b *testing.B) {
 		s.waitRecordedFor(2, time.Minute)
 
 		s.logs.WaitLines(b, "agent idle; stopping it", 10, 2*time.Minute)
-		for deadline := time.Now().Add(time.Minute); len(testbin.Children(pid)) > 0; {
-			if time.Now().After(deadline) {
-				b.Fatal("agents still running after all ten slept")
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		testwait.Eventually(b, time.Minute, func() bool { return len(testbin.Children(pid)) == 0 }, "every slept agent to exit")
 		selfAsleep, treeAsleep := testbin.RSSKiB(pid), testbin.TreeRSSKiB(pid)
 
 		s.mention(s.ownerSK, "wake sample")

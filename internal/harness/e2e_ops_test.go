@@ -22,6 +22,7 @@ import (
 	"github.com/buzz-harness/buzz/internal/clock"
 	"github.com/buzz-harness/buzz/internal/harness"
 	"github.com/buzz-harness/buzz/internal/journal"
+	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 var metricsURL = regexp.MustCompile(`buzz-acp metrics: (http://\S+)`)
@@ -57,19 +58,13 @@ func scrape(t testing.TB, url string) map[string]float64 {
 
 // waitMetric scrapes until series has value want.
 func (s *stack) waitMetric(url, series string, want float64) map[string]float64 {
-	t := s.t
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		m := scrape(t, url)
-		if m[series] == want {
-			return m
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s = %v, want %v; buzz-acp output:\n%s", series, m[series], want, s.logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	s.t.Helper()
+	var m map[string]float64
+	testwait.Eventually(s.t, 30*time.Second, func() bool {
+		m = scrape(s.t, url)
+		return m[series] == want
+	}, fmt.Sprintf("%s = %v", series, want))
+	return m
 }
 
 func (s *stack) metricsURL() string {
@@ -82,6 +77,7 @@ func (s *stack) metricsURL() string {
 }
 
 func TestMetricsMoveAfterARealTurnAResumeAndARelayReconnect(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--metrics-addr", "127.0.0.1:0"}, "TESTAGENT_COST_PER_TURN=0.25")
 	url := s.metricsURL()
@@ -128,6 +124,7 @@ func TestMetricsMoveAfterARealTurnAResumeAndARelayReconnect(t *testing.T) {
 }
 
 func TestLazyPoolStartsAnAgentOnlyOnceAMentionWaits(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--lazy-pool"})
 	m := s.mention(s.ownerSK, "wake up")
@@ -145,6 +142,7 @@ func TestLazyPoolStartsAnAgentOnlyOnceAMentionWaits(t *testing.T) {
 // TestSleptAgentWakesOnTheNextMentionAndLoadsItsSession runs the harness on a fake clock: the
 // agent's idle minute passes in one step.
 func TestSleptAgentWakesOnTheNextMentionAndLoadsItsSession(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	clk := clock.NewFake(time.Now())
 	cancel, _ := s.runInProcess(t, harness.Config{Clock: clk, IdlePoolSleep: time.Minute})
@@ -171,6 +169,7 @@ func TestSleptAgentWakesOnTheNextMentionAndLoadsItsSession(t *testing.T) {
 // TestExitAfterInactivityExitsZeroWithNothingLeftInTheJournal is the scale-to-zero round: a
 // mention wakes a cold start (BUZZ_ACP_REPLAY_FLOOR), is answered, and the harness exits.
 func TestExitAfterInactivityExitsZeroWithNothingLeftInTheJournal(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	m := s.mention(s.ownerSK, "one job, then quiet")
 	s.start([]string{"--exit-after-inactivity", "1"}, "BUZZ_ACP_REPLAY_FLOOR="+strconv.FormatInt(int64(m.CreatedAt)-5, 10))
@@ -201,6 +200,7 @@ func TestExitAfterInactivityExitsZeroWithNothingLeftInTheJournal(t *testing.T) {
 }
 
 func TestReplayFloorAnswersTheMentionThatWokeAColdStart(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	// Sent before the harness ever ran: a first start without the floor begins at now.
 	sent := time.Now().Add(-time.Minute)
@@ -215,6 +215,7 @@ func TestReplayFloorAnswersTheMentionThatWokeAColdStart(t *testing.T) {
 }
 
 func TestSpendCapWarnsTheOwnerThenAnswersWithANoticeUntilRaised(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	args := []string{"--max-cost-per-day", "1"}
 	s.start(args, "TESTAGENT_COST_PER_TURN=0.85")
@@ -260,20 +261,13 @@ func TestSpendCapWarnsTheOwnerThenAnswersWithANoticeUntilRaised(t *testing.T) {
 func (s *stack) waitSpend(usd float64) {
 	s.t.Helper()
 	path := filepath.Join(s.stateDir, "budget-"+s.agentPK+".json")
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testwait.Eventually(s.t, 20*time.Second, func() bool {
 		var day struct {
 			CostUSD float64 `json:"costUsd"`
 		}
 		raw, _ := os.ReadFile(path)
-		if json.Unmarshal(raw, &day) == nil && day.CostUSD == usd {
-			return
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("spend record %s says %s, want $%v", path, raw, usd)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return json.Unmarshal(raw, &day) == nil && day.CostUSD == usd
+	}, fmt.Sprintf("the spend record to say $%v", usd))
 }
 
 func hasTag(ev nostr.Event, name string) bool {
@@ -300,6 +294,7 @@ func TestCatchUpAnswersAll2500MentionsSentWhileDown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("publishes 2,500 events")
 	}
+	t.Parallel()
 	s := newStack(t)
 	channels := []string{s.channel}
 	for i := 1; i < 10; i++ {
@@ -346,21 +341,14 @@ func TestCatchUpAnswersAll2500MentionsSentWhileDown(t *testing.T) {
 
 	started := time.Now()
 	s.start(args)
-	deadline := time.Now().Add(4 * time.Minute)
-	for {
+	testwait.Eventually(t, 4*time.Minute, func() bool {
 		for _, p := range s.prompts() {
 			for _, m := range eventIDInPrompt.FindAllStringSubmatch(p, -1) {
 				delete(want, m[1])
 			}
 		}
-		if len(want) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d mentions never prompted; output:\n%s", len(want), n, s.logs.String())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return len(want) == 0
+	}, fmt.Sprintf("all %d mentions to be prompted", n))
 	t.Logf("%d mentions prompted %v after the restart", n, time.Since(started).Round(time.Millisecond))
 	if !strings.Contains(s.logs.String(), "paging back for older events") {
 		t.Fatal("all answered without paging: the test no longer exceeds the history limit")

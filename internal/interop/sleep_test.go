@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/buzz-harness/buzz/internal/testbin"
+	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 // TestClaudeAgentACPWokenFromSleepReloadsItsSession: claude-agent-acp idle past --idle-pool-sleep
@@ -38,12 +39,7 @@ func TestClaudeAgentACPWokenFromSleepReloadsItsSession(t *testing.T) {
 	s.waitReply(first.ID, 60*time.Second)
 	s.waitTurns(1, 30*time.Second)
 	s.logs.WaitLines(t, "agent idle; stopping it", agents, 2*time.Minute)
-	for deadline := time.Now().Add(time.Minute); len(testbin.Children(pid)) > 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("agents still running after they all slept")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.Eventually(t, time.Minute, func() bool { return len(testbin.Children(pid)) == 0 }, "every slept agent to exit")
 	treeAsleep, selfAsleep := testbin.TreeRSSKiB(pid), testbin.RSSKiB(pid)
 
 	second := s.mention("what was the codeword?")

@@ -2,10 +2,13 @@ package testbin
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 // Output collects a subprocess's stdout and stderr; tests read it while the process runs.
@@ -41,11 +44,5 @@ func (o *Output) Lines(substr string) []string {
 // WaitLines waits until n lines written so far contain substr, failing t after timeout.
 func (o *Output) WaitLines(t testing.TB, substr string, n int, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for len(o.Lines(substr)) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d lines with %q, want %d; output:\n%s", len(o.Lines(substr)), substr, n, o.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Eventually(t, timeout, func() bool { return len(o.Lines(substr)) >= n }, fmt.Sprintf("%d lines with %q", n, substr))
 }
