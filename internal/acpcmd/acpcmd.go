@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -84,6 +86,12 @@ type options struct {
 	channelAddPolicy, authTag                      string
 	lease                                          string
 	maxProcs                                       int
+	metricsAddr                                    string
+	lazyPool                                       bool
+	idlePoolSleep, exitAfterInactivity             int
+	replayFloor                                    int64
+	maxCostPerDay                                  float64
+	maxTokensPerDay                                int64
 	subscribe, rulesFile                           string
 	kindsGiven                                     bool // --kinds or BUZZ_ACP_KINDS was set
 	heartbeatAlways                                bool
@@ -181,6 +189,13 @@ func Command() *cobra.Command {
 	cmdflag.Bind(cmd.Flags(), "thread-follow", "BUZZ_ACP_THREAD_FOLLOW")
 	f.Int(&o.threadFollowTTL, "thread-follow-ttl-secs", "BUZZ_ACP_THREAD_FOLLOW_TTL_SECS", 86400, "follow a thread this many seconds after the agent's last reply there")
 	f.String(&o.logLevel, "log-level", "BUZZ_ACP_LOG_LEVEL", "info", "debug, info, warn or error")
+	f.String(&o.metricsAddr, "metrics-addr", "BUZZ_ACP_METRICS_ADDR", "", "serve Prometheus metrics at /metrics on this address (a bare :port is loopback; default: off)")
+	f.Bool(&o.lazyPool, "lazy-pool", "BUZZ_ACP_LAZY_POOL", "start agent processes only when a mention waits for one")
+	f.Int(&o.idlePoolSleep, "idle-pool-sleep", "BUZZ_ACP_IDLE_POOL_SLEEP", 0, "stop an agent process idle this many seconds; the next mention starts it and reloads its sessions (0 = never)")
+	f.Int(&o.exitAfterInactivity, "exit-after-inactivity", "BUZZ_ACP_EXIT_AFTER_INACTIVITY", 0, "exit 0 once nothing has happened for this many seconds and no work is pending (0 = never)")
+	f.Int64(&o.replayFloor, "replay-floor", "BUZZ_ACP_REPLAY_FLOOR", 0, "unix seconds: at start also catch up events from this moment (the mention that woke a scaled-to-zero harness)")
+	f.Float64(&o.maxCostPerDay, "max-cost-per-day", "BUZZ_ACP_MAX_COST_PER_DAY", 0, "USD the agent may spend per UTC day (as it reports it); past it mentions get a notice until !budget or the next day (0 = no cap)")
+	f.Int64(&o.maxTokensPerDay, "max-tokens-per-day", "BUZZ_ACP_MAX_TOKENS_PER_DAY", 0, "tokens the agent may use per UTC day (as it reports them); past it mentions get a notice (0 = no cap)")
 	cmd.AddCommand(modelsCommand(), authMethodsCommand(), authenticateCommand())
 	cmd.MarkFlagsMutuallyExclusive("system-prompt", "system-prompt-file")
 	cmd.MarkFlagsMutuallyExclusive("heartbeat-prompt", "heartbeat-prompt-file")
@@ -196,6 +211,9 @@ func (o *options) config(stderr io.Writer) (harness.Config, error) {
 	}
 	if o.maxImageBytes < 0 {
 		return harness.Config{}, errors.New("--max-image-bytes / BUZZ_ACP_MAX_IMAGE_BYTES must be 0 or more")
+	}
+	if err := o.operations(); err != nil {
+		return harness.Config{}, err
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
@@ -264,7 +282,43 @@ func (o *options) harnessConfig(sk string, logger *slog.Logger) harness.Config {
 		PublishResponse:               harness.PublishResponse(o.publishResponse),
 		NoThreadFollow:                !o.threadFollow,
 		ThreadFollowTTL:               time.Duration(o.threadFollowTTL) * time.Second,
+		LazyPool:                      o.lazyPool,
+		IdlePoolSleep:                 time.Duration(o.idlePoolSleep) * time.Second,
+		ExitAfterInactivity:           time.Duration(o.exitAfterInactivity) * time.Second,
+		ReplayFloor:                   unixOrZero(o.replayFloor),
+		MaxCostPerDay:                 o.maxCostPerDay,
+		MaxTokensPerDay:               o.maxTokensPerDay,
 	}
+}
+
+func unixOrZero(s int64) time.Time {
+	if s <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(s, 0)
+}
+
+// operations checks the flags of running at team scale: metrics, sleeping pools, spend caps.
+func (o *options) operations() error {
+	switch {
+	case o.idlePoolSleep < 0:
+		return errors.New("--idle-pool-sleep / BUZZ_ACP_IDLE_POOL_SLEEP must be 0 or more seconds")
+	case o.exitAfterInactivity < 0:
+		return errors.New("--exit-after-inactivity / BUZZ_ACP_EXIT_AFTER_INACTIVITY must be 0 or more seconds")
+	case o.replayFloor < 0:
+		return errors.New("--replay-floor / BUZZ_ACP_REPLAY_FLOOR must be unix seconds")
+	case o.maxCostPerDay < 0 || math.IsNaN(o.maxCostPerDay) || math.IsInf(o.maxCostPerDay, 0):
+		return errors.New("--max-cost-per-day / BUZZ_ACP_MAX_COST_PER_DAY must be 0 (no cap) or a dollar amount")
+	case o.maxTokensPerDay < 0:
+		return errors.New("--max-tokens-per-day / BUZZ_ACP_MAX_TOKENS_PER_DAY must be 0 (no cap) or more")
+	}
+	if o.metricsAddr != "" {
+		_, port, err := net.SplitHostPort(metricsListenAddr(o.metricsAddr))
+		if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
+			return fmt.Errorf("--metrics-addr / BUZZ_ACP_METRICS_ADDR: %q is not host:port or :port", o.metricsAddr)
+		}
+	}
+	return nil
 }
 
 // agentSettings checks how the agent's permission requests are answered, in which mode, and how
@@ -459,9 +513,19 @@ func (o *options) run(parent context.Context, cfg harness.Config, stderr io.Writ
 		}
 		defer stopConsole()
 	}
+	var metrics net.Listener
+	if o.metricsAddr != "" {
+		if metrics, err = net.Listen("tcp", metricsListenAddr(o.metricsAddr)); err != nil {
+			return fmt.Errorf("--metrics-addr: %w", err)
+		}
+		defer metrics.Close()
+	}
 	h, err := harness.New(cfg)
 	if err != nil {
 		return err
+	}
+	if metrics != nil {
+		defer serveMetrics(metrics, h.MetricsHandler(), stderr)()
 	}
 	if err := h.Run(ctx); err != nil {
 		return err

@@ -52,6 +52,9 @@ type LiveConfig struct {
 	PingInterval time.Duration
 	// HandshakeTimeout bounds waiting for the AUTH challenge and its OK; 0 = 20 s.
 	HandshakeTimeout time.Duration
+	// OnReady, if set, is called (on the connection's writer; it must not block) each time a
+	// connection is authenticated and its subscriptions are sent: the first and every reconnect.
+	OnReady func()
 }
 
 // Incoming is one thing the relay told a subscription: an event, end of stored events, or a
@@ -66,6 +69,10 @@ type Incoming struct {
 	// start), so a caller re-subscribing what it still may read loses nothing.
 	Resume   *nostr.Timestamp
 	Received time.Time // when the EVENT frame was taken off the socket (for latency figures)
+	// Older, with an EOSE, are the subscription's filters whose stored events filled their
+	// limit: older events may be left out. Each is the query for the rest, newest first: Until
+	// and BeforeID at the oldest event delivered, Since where the REQ asked from.
+	Older []Filter
 }
 
 // RejectedError is a relay's OK=false answer to a published event.
@@ -127,6 +134,16 @@ type liveSub struct {
 	// complete only at its own EOSE, not at the one of the REQ it replaced.
 	backlogs   int
 	backlogMax nostr.Timestamp
+	// stored counts, per filter, the stored events of the REQs whose EOSE is awaited (summed
+	// when they overlap: it may over-count, never under-count), to tell a truncated history.
+	stored []storedCount
+}
+
+// storedCount is one filter's stored events so far: how many, the oldest, and the since asked.
+type storedCount struct {
+	n      int
+	oldest *nostr.Event
+	since  *nostr.Timestamp
 }
 
 type okResult struct {
@@ -302,12 +319,47 @@ func (s *liveSub) reqFilters(fresh bool) []nostr.Filter {
 	if fresh {
 		s.backlogs, s.backlogMax = 0, 0
 	}
+	if s.backlogs == 0 || len(s.stored) != len(s.filters) {
+		s.stored = make([]storedCount, len(s.filters))
+	}
 	s.backlogs++
 	out := make([]nostr.Filter, len(s.filters))
 	for i, f := range s.filters {
 		f.Since = s.floor(f)
 		out[i] = f
+		if s.stored[i].since == nil || f.Since == nil || *f.Since < *s.stored[i].since {
+			s.stored[i].since = f.Since
+		}
 	}
+	return out
+}
+
+// countStored notes a stored event of the awaited backlog against the filters it matches.
+func (s *liveSub) countStored(ev *nostr.Event) {
+	for i, f := range s.filters {
+		if i < len(s.stored) && f.MatchesIgnoringTimestampConstraints(ev) {
+			c := &s.stored[i]
+			c.n++
+			if c.oldest == nil || ev.CreatedAt < c.oldest.CreatedAt || ev.CreatedAt == c.oldest.CreatedAt && ev.ID > c.oldest.ID {
+				c.oldest = ev
+			}
+		}
+	}
+}
+
+// truncated lists the queries for what the finished backlog's full filters left out.
+func (s *liveSub) truncated() []Filter {
+	var out []Filter
+	for i, c := range s.stored {
+		f := s.filters[i]
+		if f.Limit <= 0 || c.n < f.Limit || c.oldest == nil {
+			continue
+		}
+		until := c.oldest.CreatedAt
+		f.Since, f.Until = c.since, &until
+		out = append(out, Filter{Filter: f, BeforeID: c.oldest.ID})
+	}
+	s.stored = nil
 	return out
 }
 
@@ -526,6 +578,9 @@ func (l *Live) writer(ctx context.Context, conn *websocket.Conn, q *sendQueue, i
 	}
 	l.mu.Unlock()
 	l.log.Info("relay session ready", "url", url)
+	if l.cfg.OnReady != nil {
+		l.cfg.OnReady()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -674,14 +729,16 @@ func (l *Live) handle(ctx context.Context, raw []byte) error {
 		if !l.wanted(msg.subID) {
 			return nil
 		}
+		in := Incoming{SubID: msg.subID, EOSE: true}
 		l.mu.Lock()
 		if s := l.subs[msg.subID]; s != nil && s.backlogs > 0 {
 			if s.backlogs--; s.backlogs == 0 {
 				s.lastSeen = max(s.lastSeen, s.backlogMax)
+				in.Older = s.truncated()
 			}
 		}
 		l.mu.Unlock()
-		return l.deliver(ctx, Incoming{SubID: msg.subID, EOSE: true})
+		return l.deliver(ctx, in)
 	case "CLOSED":
 		return l.handleClosed(ctx, msg)
 	case "OK":
@@ -728,6 +785,11 @@ func (l *Live) handleEvent(ctx context.Context, msg relayMessage) error {
 		l.log.Warn("dropping relay event with bad id or signature", "sub", msg.subID, "err", err)
 		return nil
 	}
+	l.mu.Lock()
+	if s := l.subs[msg.subID]; s != nil && s.backlogs > 0 {
+		s.countStored(ev) // before dedup: the relay's limit counted it
+	}
+	l.mu.Unlock()
 	// A NIP-ER reminder comes again when it falls due (a due signal): by design the same id.
 	if !l.seen.Add(ev.ID) && ev.Kind != protocol.KindPrivateReminder {
 		return nil

@@ -43,6 +43,12 @@ func (s Set) Int64(p *int64, name, env string, def int64, usage string) {
 	Bind(s.fs, name, env)
 }
 
+// Float64 adds a float64 flag bound to env.
+func (s Set) Float64(p *float64, name, env string, def float64, usage string) {
+	s.fs.Float64Var(p, name, def, usage)
+	Bind(s.fs, name, env)
+}
+
 // Bool adds a boolean flag (default false) bound to env.
 func (s Set) Bool(p *bool, name, env, usage string) {
 	s.fs.BoolVar(p, name, false, usage)
@@ -108,6 +114,8 @@ func describe(typ string) string {
 		return "a whole number"
 	case "bool":
 		return "true or false"
+	case "float64":
+		return "a number"
 	case "duration":
 		return "a duration (e.g. 90s, 2m)"
 	}

@@ -230,18 +230,11 @@ func promptLatencies(b *testing.B, path string) []time.Duration {
 }
 
 func rssKiB(b *testing.B, pid int) int {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		b.Fatal(err)
+	n := testbin.RSSKiB(pid)
+	if n == 0 {
+		b.Fatal("no VmRSS")
 	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			n, _ := strconv.Atoi(strings.Fields(v)[0])
-			return n
-		}
-	}
-	b.Fatal("no VmRSS")
-	return 0
+	return n
 }
 
 // BenchmarkRestartResume50 restarts buzz-acp with 50 remembered channel sessions and one

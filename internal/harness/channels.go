@@ -182,6 +182,8 @@ func (h *Harness) handleIncoming(ctx context.Context, in client.Incoming) {
 		default:
 			h.log.Warn("relay closed a subscription", "sub", in.SubID, "reason", in.Closed)
 		}
+	case len(in.Older) > 0:
+		h.pageOlder(ctx, in.SubID, in.Older)
 	case in.Event == nil:
 	case in.SubID == subMembership:
 		h.handleMembership(ctx, in.Event)

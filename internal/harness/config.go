@@ -89,6 +89,18 @@ type Config struct {
 	StateDir         string
 	NoResumeSessions bool
 
+	// Pools that sleep (pools.go): LazyPool starts an agent only once work waits for one;
+	// IdlePoolSleep stops an agent idle that long (0: never); ExitAfterInactivity ends Run once
+	// the harness has been quiet that long (0: never).
+	LazyPool            bool
+	IdlePoolSleep       time.Duration
+	ExitAfterInactivity time.Duration
+	// ReplayFloor (BUZZ_ACP_REPLAY_FLOOR): the start also catches up events from this moment.
+	ReplayFloor time.Time
+	// Spend caps per UTC day, from the usage the agent reports (budget.go); 0 = none.
+	MaxCostPerDay   float64
+	MaxTokensPerDay int64
+
 	// Acknowledgement (ack.go): 👀 on accepted events, typing while a turn runs, presence.
 	NoReactions bool
 	NoTyping    bool
@@ -240,6 +252,12 @@ func (c *Config) Validate() error {
 	}
 	if c.ConversationSessionIdleTTL < time.Second {
 		return fmt.Errorf("--conversation-session-idle-ttl-secs must be at least 1, got %s", c.ConversationSessionIdleTTL)
+	}
+	if c.IdlePoolSleep < 0 || c.ExitAfterInactivity < 0 {
+		return errors.New("--idle-pool-sleep and --exit-after-inactivity must be 0 or more seconds")
+	}
+	if c.MaxCostPerDay < 0 || c.MaxTokensPerDay < 0 {
+		return errors.New("--max-cost-per-day and --max-tokens-per-day must be 0 (no cap) or more")
 	}
 	switch c.PublishResponse {
 	case "":

@@ -13,10 +13,11 @@ import (
 )
 
 // OwnerCommand is a control command the agent's owner typed in a conversation: !cancel,
-// !rotate, !shutdown, !status, or !model / !mode with the value to switch to.
+// !rotate, !shutdown, !status, !model / !mode with the value to switch to, or !budget with
+// today's spend cap (budget.go).
 type OwnerCommand struct {
 	Name  string
-	Value string // !model and !mode only
+	Value string // !model, !mode and !budget only
 }
 
 const (
@@ -29,10 +30,10 @@ const (
 )
 
 // ownerCommands are the command names, and whether each takes a value.
-var ownerCommands = map[string]bool{CmdCancel: false, CmdRotate: false, CmdShutdown: false, CmdStatus: false, CmdModel: true, CmdMode: true}
+var ownerCommands = map[string]bool{CmdCancel: false, CmdRotate: false, CmdShutdown: false, CmdStatus: false, CmdModel: true, CmdMode: true, CmdBudget: true}
 
 // ParseOwnerCommand recognises an owner command: a kind-9 event from owner that p-tags agent,
-// whose words are the command (and its one value, for !model and !mode) with nothing else but
+// whose words are the command (and its one value, for !model, !mode and !budget) with nothing else but
 // mention text before or after (mention text starts with "@" or "nostr:" and may span words: a
 // display name). Anything else, such as "please !rotate", "!rotate now" or "!model a b", is an
 // ordinary message.
@@ -175,6 +176,9 @@ func (h *Harness) ownerCommand(ctx context.Context, cmd OwnerCommand, c *channel
 	case CmdStatus:
 		outcome["type"] = RowStatus
 		outcome["status"] = status(h.chans.byID, h.convs, h.replies)
+		outcome["spend"] = h.budget.status()
+	case CmdBudget:
+		h.budgetCommand(cmd.Value, outcome)
 	}
 	row := outcomeRow(c.ID, ev, outcome, h.clock.Now())
 	if cmd.Name == CmdShutdown {

@@ -19,7 +19,7 @@
 //	channels.go     the channel table: discovery, membership, leaving
 //	subs.go         channel subscriptions in groups (up to 100 channels per REQ)
 //	intake.go       an event's way in (gate, journal, queue) and the journal replay after a restart
-//	control.go      owner commands (!cancel, !rotate, !shutdown, !status, !model, !mode), author gate
+//	control.go      owner commands (!cancel, !rotate, !shutdown, !status, !model, !mode, !budget), author gate
 //	ownersettings.go !model / !mode: applying an owner's choice to a conversation's sessions
 //	siblings.go     NIP-OA sibling agents through the author gate
 //	steer.go        a new message while its conversation's turn runs: native steer, or cancel and merge
@@ -31,6 +31,7 @@
 //	route.go        how standing context reaches each agent
 //	agentconfig.go  --model, --permission-mode, --effort-level: applying settings to a session
 //	pool.go         agent processes: spawn, respawn, circuit breaker, live-session bounds
+//	pools.go        pools that sleep: lazy start, idle sleep, wake on work, exit after inactivity
 //	reap.go         agents a previous harness left running, and the record that finds them
 //	heartbeat.go    scheduled prompts
 //	permask.go      --permissions ask: permission questions in the thread
@@ -39,6 +40,9 @@
 //	ack.go          acknowledgement: 👀 on accepted events, typing while a turn runs, presence
 //	feed.go         activity-feed events
 //	metrics.go      turn metrics (NIP-AM)
+//	metrics_prom.go Prometheus metrics (--metrics-addr) and the loop's snapshot for the gauges
+//	budget.go       daily spend caps (--max-cost-per-day, --max-tokens-per-day, !budget)
+//	catchup.go      paging back through history a subscription's limit left out
 //	notice.go       the failure notice
 //	addpolicy.go    the kind-10100 channel add policy
 //	quota.go        waits that providers name
@@ -100,6 +104,10 @@ type Harness struct {
 	// hbCursor is where the agent's view ends for heartbeats: the last heartbeat prompt, or the
 	// start (heartbeat_cursor.go).
 	hbCursor time.Time
+	metrics  *opsMetrics // Prometheus (metrics_prom.go)
+	budget   *budget     // --max-cost-per-day, --max-tokens-per-day (budget.go)
+	activeAt time.Time   // the last moment the harness was not quiet (--exit-after-inactivity)
+	catchUp  catchUp     // history pages older than a subscription's limit (catchup.go)
 
 	inbox inbox // what goroutines report back to the loop
 
@@ -144,6 +152,8 @@ func New(cfg Config) (*Harness, error) {
 		chans:    newChannelTable(),
 		seen:     client.NewIDSet(20000),
 		siblings: newSiblingLookups(),
+		metrics:  newOpsMetrics(clk),
+		catchUp:  newCatchUp(),
 		inbox: inbox{
 			results:   make(chan turnResult, 64),
 			checks:    make(chan checkResult, 64),
@@ -159,6 +169,11 @@ func New(cfg Config) (*Harness, error) {
 		return nil, err
 	}
 	if h.jrnl, err = journal.Open(cfg.StateDir, pk, cfg.Logger); err != nil {
+		h.store.Close()
+		return nil, err
+	}
+	if h.budget, err = openBudget(&h.cfg, filepath.Join(cfg.StateDir, "budget-"+pk+".json"), clk, cfg.Logger); err != nil {
+		h.jrnl.Close()
 		h.store.Close()
 		return nil, err
 	}
@@ -179,6 +194,7 @@ func New(cfg Config) (*Harness, error) {
 		spawned: make(chan spawnResult, 64),
 	}
 	h.pool.record = newAgentRecord(agentsFile(cfg.StateDir, pk), h.log, cfg.stateWriteOpts...)
+	h.sessions.metrics = h.metrics
 	if h.followOn() {
 		h.follows = loadFollowSet(followFile(cfg.StateDir, pk), cfg.ThreadFollowTTL, h.log, cfg.stateWriteOpts...)
 	}
@@ -196,6 +212,7 @@ func (h *Harness) Run(ctx context.Context) error {
 	defer h.jrnl.Close()
 	defer h.pool.record.close()
 	defer h.asker.close()
+	defer h.budget.close()
 	if h.follows != nil {
 		defer h.follows.close()
 	}
@@ -203,7 +220,8 @@ func (h *Harness) Run(ctx context.Context) error {
 
 	h.turnEnds.since = h.clock.Now()
 	since := h.catchUpSince()
-	h.live = client.NewLive(client.LiveConfig{RelayURL: h.cfg.RelayURL, SecretKey: h.cfg.SecretKey, Logger: h.log})
+	h.live = client.NewLive(client.LiveConfig{RelayURL: h.cfg.RelayURL, SecretKey: h.cfg.SecretKey, Logger: h.log,
+		OnReady: h.metrics.relayReady})
 	liveErr := make(chan error, 1)
 	// The socket outlives the run's context by the offline presence at shutdown (see stop).
 	liveCtx, stopLive := context.WithCancel(context.WithoutCancel(ctx))
@@ -237,19 +255,24 @@ func (h *Harness) Run(ctx context.Context) error {
 	h.replayJournal(ctx)
 	h.log.Info("buzz-acp ready", "agent", h.agent, "channels", len(h.chans.byID), "relay", h.cfg.RelayURL, "procs", runtime.GOMAXPROCS(0))
 	h.pool.startAll(ctx)
+	h.activeAt = h.clock.Now()
 	return h.serve(ctx, liveErr)
 }
 
 // catchUpSince is where subscriptions start: everything since the last event the journal saw (a
 // little before it, as created_at has one-second resolution), so mentions sent while we were
-// down are answered; now on a first start. It is taken before connecting.
+// down are answered; now on a first start. BUZZ_ACP_REPLAY_FLOOR (Config.ReplayFloor) moves it
+// back to that moment when that is earlier: the mention that woke a scaled-to-zero harness was
+// sent before it started. It is taken before connecting.
 func (h *Harness) catchUpSince() time.Time {
 	now := h.clock.Now()
-	w := h.jrnl.Watermark()
-	if w <= 0 {
-		return now
+	since := now
+	if w := h.jrnl.Watermark(); w > 0 {
+		since = time.Unix(w-5, 0)
 	}
-	since := time.Unix(w-5, 0)
+	if f := h.cfg.ReplayFloor; !f.IsZero() && f.Before(since) {
+		since = f
+	}
 	if oldest := now.Add(-maxCatchUp); since.Before(oldest) {
 		since = oldest
 	}
@@ -273,6 +296,7 @@ func (h *Harness) serve(ctx context.Context, liveErr <-chan error) error {
 	}
 	for {
 		h.dispatch(ctx)
+		h.wakeForWork(ctx)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -297,6 +321,8 @@ func (h *Harness) serve(ctx context.Context, liveErr <-chan error) error {
 			h.applyMembership(m)
 		case sc := <-h.siblings.done:
 			h.finishSiblingLookup(ctx, sc)
+		case p := <-h.catchUp.pages:
+			h.takePage(ctx, p)
 		case now := <-tick.C():
 			// Once a second, one REQ per changed channel group: a burst of joins (a flood of
 			// adds) costs the relay one query per group, not one per join. Each channel's
@@ -307,6 +333,11 @@ func (h *Harness) serve(ctx context.Context, liveErr <-chan error) error {
 			h.flushSubs()
 			h.pool.maintain(ctx, h.convs)
 			h.keepTyping(now)
+			// The clock's time, not the tick's: a tick a slow loop missed is dropped, and the
+			// one it gets may be stale.
+			h.sleepIdle(h.clock.Now())
+			h.checkInactivity(h.clock.Now())
+			h.publishSnapshot()
 		case <-heartbeats:
 			h.heartbeat(ctx)
 		case p := <-h.inbox.peeks:

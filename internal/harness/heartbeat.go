@@ -83,7 +83,7 @@ func (h *Harness) runHeartbeat(ctx context.Context, in turnInput) (r turnResult)
 // finishHeartbeat keeps the heartbeat session on success and respawns the agent on transport errors.
 func (h *Harness) finishHeartbeat(r turnResult) {
 	s := r.in.slot
-	s.busy = false
+	s.busy, s.usedAt = false, h.clock.Now()
 	h.heartbeatBusy = false
 	switch {
 	case r.err == nil:

@@ -78,6 +78,9 @@ func (h *Harness) arrival(c *channel, ev *nostr.Event) (arriving, bool) {
 
 // accept makes an event that passed the gate durable, queues it and acknowledges it.
 func (h *Harness) accept(ctx context.Context, c *channel, in arriving) {
+	if h.overBudget(ctx, c, in.ev) {
+		return
+	}
 	chID, ev, tag := c.ID, in.ev, in.tag
 	// Journal before acknowledging: an event we cannot make durable is not accepted (the relay
 	// will offer it again after a reconnect).

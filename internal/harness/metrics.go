@@ -211,10 +211,11 @@ func harnessName(agentCommand string) string {
 	return "buzz-acp/" + filepath.Base(agentCommand)
 }
 
-// publishTurnMetric publishes a finished turn's metric, if the agent reported usage and there is
-// an owner to encrypt it to. Best effort: a failure is logged, never retried.
+// publishTurnMetric counts a finished turn's usage (Prometheus, the spend caps) and publishes
+// its metric, if the agent reported usage and there is an owner to encrypt it to. Best effort:
+// a failure is logged, never retried.
 func (h *Harness) publishTurnMetric(ctx context.Context, r turnResult) {
-	if h.cfg.Owner == "" || r.session == nil || r.in.heartbeat {
+	if r.session == nil || r.in.heartbeat {
 		return
 	}
 	var cost *float64
@@ -223,6 +224,11 @@ func (h *Harness) publishTurnMetric(ctx context.Context, r turnResult) {
 	}
 	m, ok := turnMetric(r, harnessName(h.cfg.AgentCommand), cost, h.clock.Now())
 	if !ok {
+		return
+	}
+	h.metrics.used(agentLabel(r.in.ident, h.cfg.AgentCommand), m.Turn)
+	h.spend(ctx, r, m.Turn)
+	if h.cfg.Owner == "" {
 		return
 	}
 	// Encrypting and signing cost four curve multiplications: not on the loop.

@@ -40,6 +40,13 @@ type slot struct {
 	crashes   []time.Time
 	retryAt   time.Time
 	attempt   int
+	// asleep: no process, and none is started until work waits for one (pools.go).
+	asleep bool
+	// usedAt is when the slot's last turn or heartbeat ended (or it started): --idle-pool-sleep
+	// counts from it.
+	usedAt time.Time
+	// respawn: the next start replaces a process that crashed or failed to start.
+	respawn bool
 }
 
 type spawnResult struct {
@@ -67,12 +74,14 @@ type pool struct {
 	record  *agentRecord     // the live agents' process groups, on file (reap.go)
 }
 
-// startAll creates the slots and starts every agent.
+// startAll creates the slots and starts every agent; with --lazy-pool they start asleep.
 func (p *pool) startAll(ctx context.Context) {
 	p.slots = make([]*slot, p.cfg.Agents)
 	for i := range p.slots {
-		p.slots[i] = &slot{idx: i}
-		p.startSpawn(ctx, p.slots[i])
+		p.slots[i] = &slot{idx: i, asleep: p.cfg.LazyPool}
+		if !p.cfg.LazyPool {
+			p.startSpawn(ctx, p.slots[i])
+		}
 	}
 }
 
@@ -162,7 +171,7 @@ func agentEnv(cfg *Config) []string {
 func (p *pool) adopt(ctx context.Context, s *slot, proc *acp.Process, init *acp.InitializeResult) {
 	s.starting = false
 	s.proc, s.ready, s.attempt = proc, true, 0
-	s.heartbeat = nil
+	s.heartbeat, s.usedAt = nil, p.clock.Now()
 	s.ident = AgentIdentity{
 		Name:             init.AgentName,
 		Version:          init.AgentVersion,
@@ -202,6 +211,7 @@ func (p *pool) scheduleRespawn(s *slot) {
 		s.crashes = s.crashes[1:]
 	}
 	s.attempt++
+	s.respawn = true
 	delay := p.respawnDelay(s.attempt)
 	if len(s.crashes) >= breakerTrips {
 		delay = breakerOpen
@@ -356,6 +366,11 @@ func (h *Harness) finishSpawn(ctx context.Context, r spawnResult) {
 		return
 	}
 	h.pool.adopt(ctx, s, r.proc, r.init)
+	h.metrics.spawns.Inc()
+	if s.respawn {
+		s.respawn = false
+		h.metrics.respawns.Inc()
+	}
 	h.log.Info("agent ready", "slot", s.idx, "pid", r.proc.Pid(), "agent", s.ident.Name, "version", s.ident.Version,
 		"route", DecideRoute(s.ident), "loadSession", s.ident.LoadSession, "resume", s.ident.Resume)
 	h.bus.Publish(observer.Scope{}, observer.AgentSpawned{

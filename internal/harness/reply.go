@@ -282,6 +282,7 @@ func (h *Harness) finishCheck(ctx context.Context, res checkResult) {
 	if res.stopped {
 		return
 	}
+	h.metrics.checked(res.out.kind)
 	r.in.session = r.session // the feed names the session the turn used
 	r.reply = res.out.kind
 	h.publishTurnMetric(ctx, r)

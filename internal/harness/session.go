@@ -55,12 +55,13 @@ type sessionFeed interface {
 // when the agent can (session/resume, else session/load) and otherwise creates one (then runs
 // goose's system-prompt probe and --initial-message). It runs on turn goroutines.
 type sessionOpener struct {
-	cfg   *Config
-	store *sessionstore.Store
-	relay *relayClient
-	feed  sessionFeed
-	log   *slog.Logger
-	clock clock.Clock
+	cfg     *Config
+	store   *sessionstore.Store
+	relay   *relayClient
+	feed    sessionFeed
+	log     *slog.Logger
+	clock   clock.Clock
+	metrics *opsMetrics
 }
 
 // sessionSpec is what decides a session's parameters.
@@ -157,6 +158,7 @@ func (o *sessionOpener) resume(ctx context.Context, in turnInput, spec sessionSp
 	var rpc *acp.RPCError
 	switch {
 	case err == nil:
+		o.metrics.resumed(resumeOutcome(method))
 		o.store.Touch(in.conv, o.clock.Now())
 		sess := &convSession{ID: id, Route: spec.route, Delivered: map[string]bool{}, Resumed: true, opening: &standing, state: state}
 		o.feed.emitSession(in, sess, observer.SessionResumed{SessionID: id, Method: method})
@@ -170,6 +172,7 @@ func (o *sessionOpener) resume(ctx context.Context, in turnInput, spec sessionSp
 	case errors.As(err, &rpc):
 		o.log.Info("resume refused; starting a new session", "channel", ch.ID, "conversation", in.conv.String(), "session", id, "err", err)
 		o.store.Remove(in.conv)
+		o.metrics.resumed(ResumeFellBack)
 		o.feed.emitSession(in, nil, observer.SessionResumeFailed{SessionID: id, Reason: err.Error()})
 		return nil, errResumeRefused
 	case ctx.Err() != nil:
@@ -180,6 +183,7 @@ func (o *sessionOpener) resume(ctx context.Context, in turnInput, spec sessionSp
 	default:
 		o.log.Warn("resume failed twice; starting a new session", "channel", ch.ID, "conversation", in.conv.String(), "err", err)
 		o.store.Remove(in.conv)
+		o.metrics.resumed(ResumeFellBack)
 		o.feed.emitSession(in, nil, observer.SessionResumeFailed{SessionID: id, Reason: err.Error()})
 		return nil, err // the agent is gone; the loop respawns and the retry opens a new session
 	}

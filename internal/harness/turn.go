@@ -192,6 +192,7 @@ func (h *Harness) runTurn(ctx context.Context, in turnInput) (r turnResult) {
 	in.live.session.Store(&sess.ID) // from here a native steer can reach this turn
 
 	h.feed.turns.start(sess.ID)
+	h.metrics.prompted(h.clock.Now(), in.batch)
 	res, err := in.proc.Prompt(ctx, sess.ID, blocks, h.cfg.promptOptions())
 	r.report = h.feed.turns.end(sess.ID)
 	dur := h.clock.Now().Sub(start)
@@ -286,10 +287,11 @@ func (h *Harness) finishTurn(ctx context.Context, r turnResult) {
 	if outcome != turnUnanswered {
 		h.publishTurnMetric(ctx, r) // else once the safety net has decided
 	}
+	h.metrics.turnEnded(outcome)
 	if outcome != turnMerged {
 		h.ack.finished(r.in.batch.IDs()...) // the conversation's work goes on after a merge: its 👀 stay
 	}
-	s.busy = false
+	s.busy, s.usedAt = false, h.clock.Now()
 	if r.gooseProbe != ProbeUnknown {
 		s.ident.GooseProbe = r.gooseProbe
 	}

@@ -2,8 +2,13 @@ package testbin
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"sync"
+	"testing"
+	"time"
+
+	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 // Output collects a subprocess's stdout and stderr; tests read it while the process runs.
@@ -34,4 +39,10 @@ func (o *Output) Lines(substr string) []string {
 		}
 	}
 	return out
+}
+
+// WaitLines waits until n lines written so far contain substr, failing t after timeout.
+func (o *Output) WaitLines(t testing.TB, substr string, n int, timeout time.Duration) {
+	t.Helper()
+	testwait.Eventually(t, timeout, func() bool { return len(o.Lines(substr)) >= n }, fmt.Sprintf("%d lines with %q", n, substr))
 }

@@ -105,3 +105,38 @@ func KillWithAgents(t testing.TB, pid int) {
 		return !slices.ContainsFunc(kids, groupRunning)
 	}, fmt.Sprintf("the process groups %v of killed pid %d to end", kids, pid))
 }
+
+// RSSKiB is pid's resident memory (VmRSS) in KiB; 0 if it is gone.
+func RSSKiB(pid int) int {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			if f := strings.Fields(v); len(f) > 0 {
+				n, _ := strconv.Atoi(f[0])
+				return n
+			}
+		}
+	}
+	return 0
+}
+
+// TreeRSSKiB is the resident memory of pid and every process descended from it (buzz-acp and
+// its agents, with whatever they started), in KiB. Pages two processes share count twice.
+func TreeRSSKiB(pid int) int {
+	children := map[int][]int{}
+	eachProc(func(p int, st stat) {
+		if st.alive() {
+			children[st.ppid] = append(children[st.ppid], p)
+		}
+	})
+	total := 0
+	for todo := []int{pid}; len(todo) > 0; {
+		p := todo[len(todo)-1]
+		todo = append(todo[:len(todo)-1], children[p]...)
+		total += RSSKiB(p)
+	}
+	return total
+}
