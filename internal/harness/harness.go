@@ -18,7 +18,8 @@
 //	scope.go        which conversation an event belongs to (--session-policy)
 //	channels.go     the channel table: discovery, membership, leaving
 //	subs.go         channel subscriptions in groups (up to 100 channels per REQ)
-//	intake.go       an event's way in (gate, journal, queue) and the journal replay after a restart
+//	intake.go       an event's way in (rules or thread follow, gate, journal, queue), the journal replay
+//	listen.go       which events the subscription rules (--subscribe, --config) listen to
 //	control.go      owner commands (!cancel, !rotate, !shutdown, !status, !model, !mode, !budget), author gate
 //	ownersettings.go !model / !mode: applying an owner's choice to a conversation's sessions
 //	siblings.go     NIP-OA sibling agents through the author gate
@@ -34,6 +35,8 @@
 //	pools.go        pools that sleep: lazy start, idle sleep, wake on work, exit after inactivity
 //	reap.go         agents a previous harness left running, and the record that finds them
 //	heartbeat.go    scheduled prompts
+//	heartbeat_cursor.go a heartbeat with nothing new for the agent sends no prompt
+//	reminders.go    NIP-ER reminders that wake the agent in the conversation they link to
 //	permask.go      --permissions ask: permission questions in the thread
 //	relay.go        one-shot relay calls: prompt context, profiles, membership, publish
 //	images.go       image attachments fetched for agents that take images (ACP image blocks)
