@@ -87,7 +87,19 @@ func (s *stack) runInProcess(t *testing.T, cfg harness.Config, env ...string) (c
 	}
 	s.logs = logs
 	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.Run(ctx) }()
+	done, finished := make(chan error, 1), make(chan struct{})
+	go func() {
+		done <- h.Run(ctx)
+		close(finished)
+	}()
+	// Run writes into the state dir until it returns; t.TempDir's removal must wait for that.
+	t.Cleanup(func() {
+		stop()
+		select {
+		case <-finished:
+		case <-time.After(30 * time.Second):
+			t.Error("the in-process harness was still running 30 s after its context ended")
+		}
+	})
 	return stop, done
 }
