@@ -105,3 +105,47 @@ func TestReminderScheduledBeforeARestartFiresAfterIt(t *testing.T) {
 		t.Fatalf("due signal: got %v", got)
 	}
 }
+
+// Two nodes on one PostgreSQL store both poll for due reminders; the store's claim hands each due
+// reminder to one of them, so the author's subscription on either node sees the due signal once.
+func TestClusterDueReminderIsSignalledOnceAcrossNodes(t *testing.T) {
+	now := &atomic.Int64{}
+	now.Store(time.Now().Unix())
+	a, b := twoNodes(t, func(c *relay.Config) {
+		c.ReminderPoll = 10 * time.Millisecond
+		c.Now = func() time.Time { return time.Unix(now.Load(), 0) }
+	})
+	u := newUser()
+	subs := map[string]*rawConn{}
+	for name, node := range map[string]*relaytest.Server{"A": a, "B": b} {
+		c := dialRaw(t, node.URL)
+		c.mustAuth(u.sk, node.URL)
+		c.send("REQ", "r", nostr.Filter{Kinds: []int{reminder.Kind}})
+		c.readUntil("EOSE")
+		subs[name] = c
+	}
+	// The second, due a minute after the first, is a fence: both nodes have polled many times by
+	// the time its signal arrives, and nothing of the first may come in between.
+	first, second := newReminder(t, u.sk, now.Load()+60), newReminder(t, u.sk, now.Load()+120)
+	a.Publish(t, u.sk, *first)
+	b.Publish(t, u.sk, *second)
+	for name, c := range subs { // the stored heads, live
+		for _, want := range []string{first.ID, second.ID} {
+			if got := c.readUntil("EVENT"); got[2].(map[string]any)["id"] != want {
+				t.Fatalf("node %s, state sync: got %v, want %s", name, got, want)
+			}
+		}
+	}
+	now.Add(61)
+	for name, c := range subs {
+		if got := c.readUntil("EVENT"); got[2].(map[string]any)["id"] != first.ID {
+			t.Fatalf("node %s, due signal: got %v", name, got)
+		}
+	}
+	now.Add(60)
+	for name, c := range subs {
+		if got := c.readUntil("EVENT"); got[2].(map[string]any)["id"] != second.ID {
+			t.Fatalf("node %s: got %v, want only the second reminder's due signal", name, got)
+		}
+	}
+}
