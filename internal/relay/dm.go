@@ -100,7 +100,10 @@ func (r *Relay) dmTarget(ev *nostr.Event) (string, error) {
 }
 
 // ruleDMOpen (41010, and 41011 after dmTarget merged the set): create the DM of the set, or
-// reopen it, restoring any participant who left. Only a current participant may reopen.
+// reopen it, restoring any participant who left. Only a current participant may reopen. Putting
+// someone else into a DM is adding them to a private channel, so each participant the signer
+// places there passes their channel_add_policy (upstream checks none: a stranger could make
+// group DMs with an owner-only agent by the thousand).
 func ruleDMOpen(in adminInput) (adminPlan, error) {
 	plan := newPlan(in)
 	ev, actor := in.ev, in.ev.PubKey
@@ -124,6 +127,9 @@ func ruleDMOpen(in adminInput) (adminPlan, error) {
 				plan.added = append(plan.added, pk)
 			}
 		}
+		if err := dmAddsAllowed(in.look, actor, plan.added); err != nil {
+			return plan, err
+		}
 		plan.state = len(plan.put) > 0
 	} else {
 		name := "DM"
@@ -138,6 +144,9 @@ func ruleDMOpen(in adminInput) (adminPlan, error) {
 			plan.put[pk] = protocol.RoleMember
 		}
 		plan.added = set
+		if err := dmAddsAllowed(in.look, actor, set); err != nil {
+			return plan, err
+		}
 		body, _ := json.Marshal(map[string]any{"type": "dm_created", "actor": actor, "participants": set})
 		plan.systemBody = string(body)
 	}
@@ -148,4 +157,17 @@ func ruleDMOpen(in adminInput) (adminPlan, error) {
 	body, _ := json.Marshal(reply)
 	plan.reply = protocol.Response(string(body))
 	return plan, nil
+}
+
+// dmAddsAllowed applies channel_add_policy to every participant actor puts into a DM.
+func dmAddsAllowed(look adminLookup, actor string, added []string) error {
+	for _, pk := range added {
+		if pk == actor {
+			continue
+		}
+		if err := checkAddPolicy(look, actor, pk); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -511,3 +511,53 @@ func TestHostileNIP98WithABodyButNoPayloadHashIsRefused(t *testing.T) {
 		t.Fatalf("NIP-98 without payload hash: %d %v", resp.StatusCode, out)
 	}
 }
+
+// dmOpen publishes a 41010 from sk naming others.
+func dmOpen(t *testing.T, s *relaytest.Server, sk string, others ...string) relaytest.PublishResult {
+	t.Helper()
+	tags := nostr.Tags{{"d", uuid.NewString()}}
+	for _, pk := range others {
+		tags = append(tags, nostr.Tag{"p", pk})
+	}
+	_, res := s.TryPublish(t, sk, &nostr.Event{Kind: protocol.KindDMOpen, Tags: tags})
+	return res
+}
+
+func TestHostileDMOpenHonoursTheParticipantsAddPolicy(t *testing.T) {
+	s := relaytest.Start(t)
+	stranger, owner, agent, throwaway, hermit := newUser(), newUser(), newUser(), newUser(), newUser()
+	s.Publish(t, agent.sk, nostr.Event{Kind: protocol.KindAgentProfile, Content: `{"channel_add_policy":"owner_only"}`,
+		Tags: nostr.Tags{ownerTag(t, owner.sk, agent.pk, "")}})
+	s.Publish(t, hermit.sk, nostr.Event{Kind: protocol.KindAgentProfile, Content: `{"channel_add_policy":"nobody"}`})
+
+	// The attack: a group DM of the agent, its owner and a throwaway key, opened by a stranger.
+	if res := dmOpen(t, s, stranger.sk, agent.pk, owner.pk, throwaway.pk); res.Accepted || !strings.Contains(res.Error, "policy:owner_only") {
+		t.Fatalf("stranger's group DM with an owner_only agent: %+v", res)
+	}
+	if res := dmOpen(t, s, stranger.sk, agent.pk); res.Accepted || !strings.Contains(res.Error, "policy:owner_only") {
+		t.Fatalf("stranger's DM with an owner_only agent: %+v", res)
+	}
+	if res := dmOpen(t, s, owner.sk, hermit.pk); res.Accepted || !strings.Contains(res.Error, "policy:nobody") {
+		t.Fatalf("DM with a nobody agent: %+v", res)
+	}
+	// The owner may, and the agent may open DMs with anyone (its own key is never gated).
+	if res := dmOpen(t, s, owner.sk, agent.pk); !res.Accepted {
+		t.Fatalf("owner's DM with the agent refused: %+v", res)
+	}
+	if res := dmOpen(t, s, agent.sk, stranger.pk); !res.Accepted {
+		t.Fatalf("agent's DM with a stranger refused: %+v", res)
+	}
+	// Nor can a stranger pull the agent in by adding it to a DM of theirs (41011).
+	pair := dmOpen(t, s, stranger.sk, owner.pk)
+	body, _ := strings.CutPrefix(pair.Message, "response:")
+	var reply struct {
+		ChannelID string `json:"channel_id"`
+	}
+	if !pair.Accepted || json.Unmarshal([]byte(body), &reply) != nil {
+		t.Fatalf("stranger's DM with the owner: %+v", pair)
+	}
+	_, res := s.TryPublish(t, stranger.sk, &nostr.Event{Kind: protocol.KindDMAddMember, Tags: nostr.Tags{{"h", reply.ChannelID}, {"p", agent.pk}}})
+	if res.Accepted || !strings.Contains(res.Error, "policy:owner_only") {
+		t.Fatalf("stranger's 41011 adding an owner_only agent: %+v", res)
+	}
+}
