@@ -561,3 +561,64 @@ func TestHostileDMOpenHonoursTheParticipantsAddPolicy(t *testing.T) {
 		t.Fatalf("stranger's 41011 adding an owner_only agent: %+v", res)
 	}
 }
+
+func TestHostileDMOpenFloodFromOneKeyIsCutShort(t *testing.T) {
+	s := relaytest.StartWith(t, func(c *relay.Config) { c.MaxDMOpensPerMinute = 5 })
+	spammer := newUser()
+	for i := range 5 {
+		if res := dmOpen(t, s, spammer.sk, newUser().pk); !res.Accepted {
+			t.Fatalf("DM open %d refused: %+v", i+1, res)
+		}
+	}
+	if res := dmOpen(t, s, spammer.sk, newUser().pk); res.Accepted || !strings.HasPrefix(res.Error, "rate-limited:") {
+		t.Fatalf("sixth DM open within a minute: %+v", res)
+	}
+	if res := dmOpen(t, s, newUser().sk, spammer.pk); !res.Accepted {
+		t.Fatalf("another key's DM open refused: %+v", res)
+	}
+}
+
+func TestHostileFutureDatedCanvasFromANonMemberIsRefused(t *testing.T) {
+	s := relaytest.Start(t)
+	owner, stranger := newUser(), newUser()
+	ch := s.CreateChannel(t, owner.sk, "open", false)
+	in2100 := nostr.Timestamp(time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC).Unix())
+	// Dated in 2100, it would sort above every real canvas and message for 74 years.
+	for _, ev := range []nostr.Event{
+		{Kind: protocol.KindCanvas, Content: "pinned", CreatedAt: in2100, Tags: nostr.Tags{{"h", ch}}},
+		{Kind: protocol.KindStreamMessage, Content: "first forever", CreatedAt: in2100, Tags: nostr.Tags{{"h", ch}}},
+	} {
+		if _, res := s.TryPublish(t, owner.sk, &ev); res.Accepted || !strings.Contains(res.Error, "in the future") {
+			t.Fatalf("kind %d dated 2100: %+v", ev.Kind, res)
+		}
+	}
+	// A non-member of the open channel may post there, but not write its canvas.
+	s.Publish(t, stranger.sk, msg(ch, "hello"))
+	if _, res := s.TryPublish(t, stranger.sk, &nostr.Event{Kind: protocol.KindCanvas, Content: "mine now", Tags: nostr.Tags{{"h", ch}}}); res.Accepted || !strings.Contains(res.Error, "only channel members may write the canvas") {
+		t.Fatalf("stranger's canvas: %+v", res)
+	}
+	s.Publish(t, owner.sk, nostr.Event{Kind: protocol.KindCanvas, Content: "plan", Tags: nostr.Tags{{"h", ch}}})
+}
+
+func TestHostileWriteFloodFromOneKeyIsRateLimited(t *testing.T) {
+	s := relaytest.StartWith(t, func(c *relay.Config) { c.MaxWritesPerSecond = 2 })
+	c, u := authedRaw(t, s)
+	ch := s.CreateChannel(t, u.sk, "flood", false) // 1 of the burst of 20
+	refused := 0
+	for i := range 40 {
+		if ok := c.publish(u.sk, msg(ch, fmt.Sprint("spam ", i))); ok[2] != true {
+			if !hasPrefix(ok[3], "rate-limited:") {
+				t.Fatalf("write %d refused with %v", i, ok)
+			}
+			refused++
+		}
+	}
+	// 19 of the burst are left, and a few more come back while the 40 are sent.
+	if refused < 15 {
+		t.Fatalf("%d of 40 writes refused, want the ones past the burst", refused)
+	}
+	other, ou := authedRaw(t, s)
+	if ok := other.publish(ou.sk, msg(ch, "still here")); ok[2] != true {
+		t.Fatalf("another key's write refused: %v", ok)
+	}
+}

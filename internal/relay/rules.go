@@ -25,7 +25,9 @@ var ingestRules = []ingestRule{
 	validSignature,
 	authenticated,
 	signedAsAuthenticated,
+	writeRate,
 	servedKind,
+	createdAtNotAhead,
 	ephemeralOverWebSocket,
 	oneLowercaseChannel,
 	channelKindNamesChannel,
@@ -34,12 +36,14 @@ var ingestRules = []ingestRule{
 	databaseLive,
 
 	applyAdmin,
+	dmCommandRate,
 	applyDMCommand,
 
 	writableChannel,
 	forumPostInForum,
 	editOfOwnMessage,
 	systemRowByMember,
+	canvasByMember,
 	fanOutEphemeral,
 }
 
@@ -112,6 +116,26 @@ func authenticated(_ context.Context, _ *Relay, in *ingest) *result {
 func signedAsAuthenticated(_ context.Context, _ *Relay, in *ingest) *result {
 	if in.ev.PubKey != in.from.pubkey {
 		return refuse(http.StatusForbidden, protocol.ReasonRestricted.Msg("event pubkey does not match the authenticated pubkey"))
+	}
+	return nil
+}
+
+// writeRate bounds the events one pubkey publishes a second (Config.MaxWritesPerSecond), so one
+// client cannot take the store's single writer for itself.
+func writeRate(_ context.Context, r *Relay, in *ingest) *result {
+	if !r.writes.allow(in.ev.PubKey) {
+		return refuse(http.StatusTooManyRequests, protocol.ReasonRateLimited.Msgf("more than %d events a second", r.cfg.MaxWritesPerSecond))
+	}
+	return nil
+}
+
+// createdAtNotAhead: an event dated far ahead would sort above everything real for as long as it
+// stays ahead (a pinned canvas, history pushed out of every "newest N"). Upstream relays allow
+// 15 minutes (Config.MaxFutureSkew).
+func createdAtNotAhead(_ context.Context, r *Relay, in *ingest) *result {
+	skew := r.cfg.MaxFutureSkew
+	if skew > 0 && in.ev.CreatedAt.Time().After(r.now().Add(skew)) {
+		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msgf("created_at is more than %d s in the future", int64(skew.Seconds())))
 	}
 	return nil
 }
@@ -204,6 +228,18 @@ func applyAdmin(ctx context.Context, r *Relay, in *ingest) *result {
 	return &res
 }
 
+// dmCommandRate bounds the DM commands one pubkey sends a minute (Config.MaxDMOpensPerMinute):
+// each may create a channel, and keys are free, but a flood from one key is cut short.
+func dmCommandRate(_ context.Context, r *Relay, in *ingest) *result {
+	if in.ev.Kind != protocol.KindDMOpen && in.ev.Kind != protocol.KindDMAddMember {
+		return nil
+	}
+	if !r.dmOpens.allow(in.ev.PubKey) {
+		return refuse(http.StatusTooManyRequests, protocol.ReasonRateLimited.Msgf("more than %d DM opens a minute", r.cfg.MaxDMOpensPerMinute))
+	}
+	return nil
+}
+
 // applyDMCommand opens a DM or adds to one (dm.go), applied like an admin event on the DM of
 // the participant set.
 func applyDMCommand(ctx context.Context, r *Relay, in *ingest) *result {
@@ -283,6 +319,15 @@ func editOfOwnMessage(ctx context.Context, r *Relay, in *ingest) *result {
 func systemRowByMember(ctx context.Context, r *Relay, in *ingest) *result {
 	if in.ev.Kind == protocol.KindSystemMessage && !r.isMember(ctx, in.ev.PubKey, in.channel) {
 		return refuse(http.StatusForbidden, protocol.ReasonRestricted.Msg("only channel members may post system rows (kind 40099)"))
+	}
+	return nil
+}
+
+// canvasByMember: the canvas (kind 40100) is the channel's standing document, which the agent's
+// standing prompt points at, so in an open channel too only members write it.
+func canvasByMember(ctx context.Context, r *Relay, in *ingest) *result {
+	if in.ev.Kind == protocol.KindCanvas && !r.isMember(ctx, in.ev.PubKey, in.channel) {
+		return refuse(http.StatusForbidden, protocol.ReasonRestricted.Msg("only channel members may write the canvas (kind 40100)"))
 	}
 	return nil
 }
