@@ -95,8 +95,8 @@ type Config struct {
 	MaxConnsPerIP       int
 	AuthTimeout         time.Duration
 	MaxFutureSkew       time.Duration
-	Logger       *slog.Logger     // nil = discard
-	Now          func() time.Time // nil = time.Now
+	Logger              *slog.Logger     // nil = discard
+	Now                 func() time.Time // nil = time.Now
 
 	wrapStore func(store.Store) store.Store // tests: instrument the store
 }

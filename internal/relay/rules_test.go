@@ -277,7 +277,9 @@ func TestCreatedAtNotAheadRefusesEventsDatedPastTheSkew(t *testing.T) {
 func TestWriteRateRefusesAPubkeyPastItsBurstUntilItRefills(t *testing.T) {
 	clk := clock.NewFake(time.Unix(2_000_000_000, 0))
 	r := openTestRelayWith(t, Config{Now: clk.Now, MaxWritesPerSecond: 2})
-	write := func(pk string) *result { return writeRate(t.Context(), r, wsIngest(ruleEvent(protocol.KindStreamMessage, pk))) }
+	write := func(pk string) *result {
+		return writeRate(t.Context(), r, wsIngest(ruleEvent(protocol.KindStreamMessage, pk)))
+	}
 	for range 20 { // bursts of 10× the rate
 		wantPass(t, write(pkMember))
 	}
