@@ -622,3 +622,47 @@ func TestHostileWriteFloodFromOneKeyIsRateLimited(t *testing.T) {
 		t.Fatalf("another key's write refused: %v", ok)
 	}
 }
+
+func TestHostileUnauthenticatedSocketIsClosedAfterTheAuthTimeout(t *testing.T) {
+	s := relaytest.StartWith(t, func(c *relay.Config) { c.AuthTimeout = 200 * time.Millisecond })
+	authed, u := authedRaw(t, s)
+	idle := dialRaw(t, s.URL) // opened after authed, so its timeout comes later
+	if m := idle.read(); len(m) < 2 || m[0] != "NOTICE" || !hasPrefix(m[1], "auth-required:") {
+		t.Fatalf("idle socket got %v, want an auth-required NOTICE", m)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, _, err := idle.ws.Read(ctx); websocket.CloseStatus(err) != websocket.StatusPolicyViolation {
+		t.Fatalf("idle socket read %v, want it closed for policy", err)
+	}
+	// The authenticated socket, older than the idle one, is still served.
+	authed.send("REQ", "still", map[string]any{"authors": []string{u.pk}, "limit": 1})
+	authed.readUntil("EOSE")
+}
+
+func TestHostileConnectionsFromOneAddressAreCapped(t *testing.T) {
+	s := relaytest.StartWith(t, func(c *relay.Config) { c.MaxConnsPerIP = 3 })
+	var open []*rawConn
+	for range 3 {
+		open = append(open, dialRaw(t, s.URL))
+	}
+	dial := func() (*websocket.Conn, *http.Response, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return websocket.Dial(ctx, s.URL, nil)
+	}
+	if ws, resp, err := dial(); err == nil || resp == nil || resp.StatusCode != http.StatusTooManyRequests {
+		if ws != nil {
+			ws.CloseNow()
+		}
+		t.Fatalf("fourth connection: %v %v, want 429", resp, err)
+	}
+	open[0].ws.CloseNow()
+	eventually(t, "a slot to free once a connection closes", func() bool {
+		ws, _, err := dial()
+		if err == nil {
+			ws.CloseNow()
+		}
+		return err == nil
+	})
+}
