@@ -74,6 +74,28 @@ func dmChannelID(sorted []string) string {
 	return u.String()
 }
 
+// isDMID reports whether id is in the DM namespace: a version-8 UUID, as every dmChannelID is.
+// No other channel may have such an id (createOutsideDMNamespace), so nobody can create "the DM"
+// of a pair before its participants do.
+func isDMID(id string) bool {
+	u, err := uuid.Parse(id)
+	return err == nil && u.Version() == 8
+}
+
+// isDMOf reports whether ch is the DM of exactly the participant set: a DM whose members are
+// all in it (a participant who left is no longer a member, and may be restored).
+func isDMOf(ch store.Channel, set []string) bool {
+	if ch.Type != protocol.TypeDM {
+		return false
+	}
+	for pk := range ch.Members {
+		if !slices.Contains(set, pk) {
+			return false
+		}
+	}
+	return true
+}
+
 // dmTarget is the channel a DM command acts on: the DM of its participant set. For 41011 the
 // set is the h channel's members plus the new keys, checked against the h channel first.
 func (r *Relay) dmTarget(ev *nostr.Event) (string, error) {
@@ -118,6 +140,11 @@ func ruleDMOpen(in adminInput) (adminPlan, error) {
 	id := dmChannelID(set)
 	created := !in.exists
 	if in.exists {
+		// A channel that holds this id but is not this set's DM (one squatted before DM ids
+		// were reserved) is never joined in its place.
+		if !isDMOf(in.ch, set) {
+			return plan, deny(protocol.ReasonInvalid, "a channel that is not this DM holds its id")
+		}
 		if in.role == "" {
 			return plan, deny(protocol.ReasonRestricted, "only an active DM participant may restore the participant set")
 		}

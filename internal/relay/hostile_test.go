@@ -666,3 +666,24 @@ func TestHostileConnectionsFromOneAddressAreCapped(t *testing.T) {
 		return err == nil
 	})
 }
+
+func TestHostileDMSquatByChannelCreateIsRefused(t *testing.T) {
+	s := relaytest.Start(t)
+	squatter, owner, agent := newUser(), newUser(), newUser()
+	set := []string{owner.pk, agent.pk}
+	slices.Sort(set)
+	dmID := relay.DMChannelID(set)
+	_, res := s.TryPublish(t, squatter.sk, &nostr.Event{Kind: protocol.KindCreateGroup, Tags: nostr.Tags{
+		{"h", dmID}, {"name", "DM"}, {"visibility", protocol.VisibilityOpen}, {"channel_type", protocol.TypeStream}}})
+	if res.Accepted || !strings.Contains(res.Error, "reserved for DMs") {
+		t.Fatalf("9007 with the pair's DM id: %+v", res)
+	}
+	// The pair's DM is theirs: private, the two of them, nobody else.
+	open := dmOpen(t, s, owner.sk, agent.pk)
+	if !open.Accepted || !strings.Contains(open.Message, dmID) || !strings.Contains(open.Message, `"created":true`) {
+		t.Fatalf("owner's DM open: %+v, want the DM %s created", open, dmID)
+	}
+	if got := s.Query(t, squatter.sk, nostr.Filter{Tags: nostr.TagMap{"h": {dmID}}}); len(got) != 0 {
+		t.Fatalf("squatter reads %d events of the DM", len(got))
+	}
+}

@@ -35,6 +35,7 @@ var ingestRules = []ingestRule{
 	reminderTags,
 	databaseLive,
 
+	createOutsideDMNamespace,
 	applyAdmin,
 	dmCommandRate,
 	applyDMCommand,
@@ -215,6 +216,16 @@ func databaseLive(_ context.Context, r *Relay, _ *ingest) *result {
 	if r.shared != nil && !r.shared.Live() {
 		res := errNoDatabase
 		return &res
+	}
+	return nil
+}
+
+// createOutsideDMNamespace: a DM's id is computable from its members, so a 9007 taking one
+// would squat that pair's DM (their open would then land in a channel its creator controls).
+// DM ids are version-8 UUIDs (dm.go); no 9007 may create one.
+func createOutsideDMNamespace(_ context.Context, _ *Relay, in *ingest) *result {
+	if in.ev.Kind == protocol.KindCreateGroup && isDMID(in.channel) {
+		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg("channel ids that are version-8 UUIDs are reserved for DMs (kind 41010)"))
 	}
 	return nil
 }

@@ -172,6 +172,16 @@ func TestDatabaseLiveRefusesWritesWhileTheFeedIsDown(t *testing.T) {
 		503, "error: relay lost its database connection; retry in a few seconds")
 }
 
+func TestCreateOutsideDMNamespaceRefusesAChannelWithADMsID(t *testing.T) {
+	dmID := dmChannelID([]string{pkAgent, pkOwner})
+	create := func(id string) *result {
+		return createOutsideDMNamespace(t.Context(), nil, wsIngest(ruleEvent(protocol.KindCreateGroup, pkOutside, nostr.Tag{"h", id})))
+	}
+	wantRefusal(t, create(dmID), 400, "invalid: channel ids that are version-8 UUIDs are reserved for DMs (kind 41010)")
+	wantPass(t, create(testChannel))
+	wantPass(t, createOutsideDMNamespace(t.Context(), nil, wsIngest(ruleEvent(protocol.KindStreamMessage, pkOwner, nostr.Tag{"h", dmID}))))
+}
+
 func TestApplyAdminAnswersAdminEventsItselfAndPassesOthersOn(t *testing.T) {
 	r := openTestRelay(t)
 	wantPass(t, applyAdmin(t.Context(), r, wsIngest(ruleEvent(protocol.KindStreamMessage, pkMember, nostr.Tag{"h", testChannel}))))
