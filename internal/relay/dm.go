@@ -96,6 +96,15 @@ func isDMOf(ch store.Channel, set []string) bool {
 	return true
 }
 
+// hiddenDM reports whether id is a DM that pubkey is not in. Its id is computable from its
+// participants, so to everyone else it is answered exactly as a channel that does not exist
+// (REQ, writes, admin kinds): otherwise a probe would tell who has a DM with whom.
+func (r *Relay) hiddenDM(pubkey, id string) bool {
+	ch, ok := r.acl.get(id)
+	_, member := ch.Members[pubkey]
+	return ok && ch.Type == protocol.TypeDM && !member
+}
+
 // dmTarget is the channel a DM command acts on: the DM of its participant set. For 41011 the
 // set is the h channel's members plus the new keys, checked against the h channel first.
 func (r *Relay) dmTarget(ev *nostr.Event) (string, error) {

@@ -687,3 +687,70 @@ func TestHostileDMSquatByChannelCreateIsRefused(t *testing.T) {
 		t.Fatalf("squatter reads %d events of the DM", len(got))
 	}
 }
+
+// probeDM is everything a stranger learns about a channel id: a REQ's answer, a message's, a
+// join's and an edit's.
+func probeDM(t *testing.T, s *relaytest.Server, c *rawConn, sk, id string) []string {
+	t.Helper()
+	c.send("REQ", "probe", map[string]any{"#h": []string{id}, "limit": 10})
+	var got []string
+	for {
+		m := c.read()
+		got = append(got, fmt.Sprint(m[0]))
+		if m[0] == "EOSE" || m[0] == "CLOSED" {
+			got = append(got, fmt.Sprint(m[2:]...))
+			break
+		}
+	}
+	c.send("CLOSE", "probe")
+	for _, ev := range []nostr.Event{msg(id, "hi"), {Kind: protocol.KindJoinRequest, Tags: nostr.Tags{{"h", id}}}} {
+		_, res := s.TryPublish(t, sk, &ev)
+		got = append(got, fmt.Sprint(res.Accepted, res.Error))
+	}
+	return got
+}
+
+func TestHostileProbingAComputedDMIDTellsNothing(t *testing.T) {
+	s := relaytest.Start(t)
+	owner, agent, other := newUser(), newUser(), newUser()
+	if res := dmOpen(t, s, owner.sk, agent.pk); !res.Accepted {
+		t.Fatalf("DM open: %+v", res)
+	}
+	s.Publish(t, owner.sk, msg(relay.DMChannelID(sortedPair(owner.pk, agent.pk)), "secret"))
+	c, prober := authedRaw(t, s)
+	exists := probeDM(t, s, c, prober.sk, relay.DMChannelID(sortedPair(owner.pk, agent.pk)))
+	absent := probeDM(t, s, c, prober.sk, relay.DMChannelID(sortedPair(owner.pk, other.pk)))
+	if !slices.Equal(exists, absent) {
+		t.Fatalf("an existing DM answers %q, an absent one %q", exists, absent)
+	}
+}
+
+// The edit rule answers a stranger the same for an id that is absent and one that is not theirs.
+func TestHostileEditProbeCannotTellAnEventExists(t *testing.T) {
+	s := relaytest.Start(t)
+	owner, stranger := newUser(), newUser()
+	ch := s.CreateChannel(t, owner.sk, "open", false)
+	secret := msg(ch, "yes")
+	if _, res := s.TryPublish(t, owner.sk, &secret); !res.Accepted {
+		t.Fatal(res)
+	}
+	edit := func(target string) string {
+		_, res := s.TryPublish(t, stranger.sk, &nostr.Event{Kind: protocol.KindEdit, Content: "x", Tags: nostr.Tags{{"h", ch}, {"e", target}}})
+		return fmt.Sprint(res.Accepted, res.Error)
+	}
+	private := s.CreateChannel(t, owner.sk, "private", true)
+	hidden := msg(private, "the one-word secret")
+	if _, res := s.TryPublish(t, owner.sk, &hidden); !res.Accepted {
+		t.Fatal(res)
+	}
+	absent, theirs, elsewhere := edit(strings.Repeat("0", 64)), edit(secret.ID), edit(hidden.ID)
+	if absent != theirs || absent != elsewhere {
+		t.Fatalf("edit answers: absent %q, someone else's %q, in a private channel %q", absent, theirs, elsewhere)
+	}
+}
+
+func sortedPair(a, b string) []string {
+	p := []string{a, b}
+	slices.Sort(p)
+	return p
+}

@@ -288,7 +288,7 @@ func writableChannel(ctx context.Context, r *Relay, in *ingest) *result {
 func (r *Relay) checkWrite(pubkey, chID string) *result {
 	ch, ok := r.acl.get(chID)
 	switch {
-	case !ok || ch.Deleted:
+	case !ok || ch.Deleted || r.hiddenDM(pubkey, chID):
 		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg("unknown channel"))
 	case ch.Archived:
 		return refuse(http.StatusBadRequest, protocol.ReasonRestricted.Msg("channel is archived"))
@@ -312,15 +312,13 @@ func editOfOwnMessage(ctx context.Context, r *Relay, in *ingest) *result {
 		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg("an edit needs an e tag naming the message"))
 	}
 	old, oldCh, err := r.st.Event(ctx, target)
-	switch {
-	case err != nil:
+	if err != nil {
 		return refuse(http.StatusInternalServerError, protocol.ReasonError.Msg("lookup failed"))
-	case old == nil:
-		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg("edit target event not found"))
-	case oldCh != in.channel:
-		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg("target event belongs to a different channel"))
-	case old.PubKey != ev.PubKey:
-		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg("must be event author to edit"))
+	}
+	// One answer for absent, elsewhere and not yours: distinct ones told whether an event id
+	// exists (a private message was recovered by probing ids).
+	if old == nil || oldCh != in.channel || old.PubKey != ev.PubKey {
+		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg("edit target not found among your messages in this channel"))
 	}
 	return nil
 }

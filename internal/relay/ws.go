@@ -455,7 +455,7 @@ func (c *conn) handleReq(f frame) {
 			search++
 		}
 		for _, h := range flt.Tags["h"] {
-			if c.r.acl.private(h) && !c.r.acl.canRead(pk, h) {
+			if c.r.acl.private(h) && !c.r.acl.canRead(pk, h) && !c.r.hiddenDM(pk, h) {
 				c.send([]any{"CLOSED", f.SubID, protocol.ReasonRestricted.Msg("not a channel member")})
 				return
 			}
