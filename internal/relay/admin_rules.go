@@ -90,6 +90,9 @@ func (l relayLookup) addPolicy(pk string) (string, string, error)   { return l.r
 // planAdmin applies Buzz's NIP-29 rules to one admin event against the current channel state.
 func (r *Relay) planAdmin(ctx context.Context, ev *nostr.Event, chID string) (adminPlan, result, bool) {
 	ch, exists := r.acl.get(chID)
+	if exists && ev.Kind != protocol.KindDMOpen && ev.Kind != protocol.KindDMAddMember && r.hiddenDM(ev.PubKey, chID) {
+		ch, exists = store.Channel{}, false // a DM is nobody else's business (hiddenDM)
+	}
 	in := adminInput{ev: ev, ch: ch, exists: exists, role: ch.Members[ev.PubKey], look: relayLookup{ctx, r}}
 	if ev.Kind == protocol.KindDMAddMember {
 		base, _ := r.acl.get(protocol.TagValue(ev.Tags, "h"))

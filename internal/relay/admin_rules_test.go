@@ -234,3 +234,28 @@ func TestRuleLeave(t *testing.T) {
 		{name: "outsider cannot", actor: pkOutside, ch: channel("open", team()), deny: "not a channel member"},
 	})
 }
+
+func TestRuleDMOpenJoinsAnExistingIDOnlyWhenItIsThisSetsDM(t *testing.T) {
+	set := []string{pkAgent, pkOwner}
+	id := dmChannelID(set)
+	open := func(ch store.Channel) error {
+		ev := &nostr.Event{Kind: protocol.KindDMOpen, PubKey: pkOwner, Tags: nostr.Tags{{"p", pkAgent}}}
+		_, err := decideAdmin(adminInput{ev: ev, ch: ch, exists: true, role: ch.Members[pkOwner], look: fakeLookup{}})
+		return err
+	}
+	squat := store.Channel{ID: id, Name: "dm", Visibility: protocol.VisibilityOpen, Type: protocol.TypeStream,
+		Members: map[string]string{pkOutside: protocol.RoleOwner}}
+	if err := open(squat); err == nil || !strings.Contains(err.Error(), "not this DM") {
+		t.Fatalf("open onto a squatted stream channel: %v", err)
+	}
+	other := store.Channel{ID: id, Visibility: protocol.VisibilityPrivate, Type: protocol.TypeDM,
+		Members: map[string]string{pkOwner: protocol.RoleMember, pkOutside: protocol.RoleMember}}
+	if err := open(other); err == nil || !strings.Contains(err.Error(), "not this DM") {
+		t.Fatalf("open onto a DM of another set: %v", err)
+	}
+	left := store.Channel{ID: id, Visibility: protocol.VisibilityPrivate, Type: protocol.TypeDM,
+		Members: map[string]string{pkOwner: protocol.RoleMember}} // the agent left
+	if err := open(left); err != nil {
+		t.Fatalf("reopen restoring a participant: %v", err)
+	}
+}

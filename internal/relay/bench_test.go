@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/buzz-harness/buzz/internal/relay"
 	"github.com/buzz-harness/buzz/internal/relay/relaytest"
 )
 
@@ -69,7 +70,7 @@ func (c *benchConn) waitFor(b *testing.B, label string) []any {
 func BenchmarkIngestWS(b *testing.B) {
 	for _, publishers := range []int{1, 4} {
 		b.Run(fmt.Sprintf("publishers=%d", publishers), func(b *testing.B) {
-			s := relaytest.Start(b)
+			s := relaytest.StartWith(b, func(c *relay.Config) { c.MaxWritesPerSecond = -1 }) // one key, b.N events
 			owner := newUser()
 			ch := s.CreateChannel(b, owner.sk, "bench", false)
 			// Sign outside the timer: signing is the client's cost, not the relay's.

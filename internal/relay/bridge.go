@@ -125,6 +125,10 @@ func (r *Relay) bridgeQuery(w http.ResponseWriter, req *http.Request, pubkey str
 		writeError(w, http.StatusForbidden, msg)
 		return
 	}
+	if err := presenceAuthors(filters); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	qctx, done, err := r.startRead(req.Context(), pubkey, filters)
 	if err != nil {
 		status, msg := r.readFailure(err, "query")
@@ -133,11 +137,11 @@ func (r *Relay) bridgeQuery(w http.ResponseWriter, req *http.Request, pubkey str
 	}
 	access := r.acl.access(pubkey)
 	out := []nostr.Event{}
-	seen := map[string]bool{}
+	seen, answered := map[string]bool{}, map[string]bool{}
 	for _, f := range filters {
 		if isPresenceQuery(f.Filter) {
 			// Presence is not stored; answer from memory, as upstream's bridge does.
-			out = append(out, r.presenceEvents(f.Filter)...)
+			out = append(out, r.presenceEvents(f.Filter, answered)...)
 			continue
 		}
 		evs, err := r.st.Query(qctx, access, f, effectiveLimit(f))

@@ -74,6 +74,37 @@ func dmChannelID(sorted []string) string {
 	return u.String()
 }
 
+// isDMID reports whether id is in the DM namespace: a version-8 UUID, as every dmChannelID is.
+// No other channel may have such an id (createOutsideDMNamespace), so nobody can create "the DM"
+// of a pair before its participants do.
+func isDMID(id string) bool {
+	u, err := uuid.Parse(id)
+	return err == nil && u.Version() == 8
+}
+
+// isDMOf reports whether ch is the DM of exactly the participant set: a DM whose members are
+// all in it (a participant who left is no longer a member, and may be restored).
+func isDMOf(ch store.Channel, set []string) bool {
+	if ch.Type != protocol.TypeDM {
+		return false
+	}
+	for pk := range ch.Members {
+		if !slices.Contains(set, pk) {
+			return false
+		}
+	}
+	return true
+}
+
+// hiddenDM reports whether id is a DM that pubkey is not in. Its id is computable from its
+// participants, so to everyone else it is answered exactly as a channel that does not exist
+// (REQ, writes, admin kinds): otherwise a probe would tell who has a DM with whom.
+func (r *Relay) hiddenDM(pubkey, id string) bool {
+	ch, ok := r.acl.get(id)
+	_, member := ch.Members[pubkey]
+	return ok && ch.Type == protocol.TypeDM && !member
+}
+
 // dmTarget is the channel a DM command acts on: the DM of its participant set. For 41011 the
 // set is the h channel's members plus the new keys, checked against the h channel first.
 func (r *Relay) dmTarget(ev *nostr.Event) (string, error) {
@@ -100,7 +131,10 @@ func (r *Relay) dmTarget(ev *nostr.Event) (string, error) {
 }
 
 // ruleDMOpen (41010, and 41011 after dmTarget merged the set): create the DM of the set, or
-// reopen it, restoring any participant who left. Only a current participant may reopen.
+// reopen it, restoring any participant who left. Only a current participant may reopen. Putting
+// someone else into a DM is adding them to a private channel, so each participant the signer
+// places there passes their channel_add_policy (upstream checks none: a stranger could make
+// group DMs with an owner-only agent by the thousand).
 func ruleDMOpen(in adminInput) (adminPlan, error) {
 	plan := newPlan(in)
 	ev, actor := in.ev, in.ev.PubKey
@@ -115,6 +149,11 @@ func ruleDMOpen(in adminInput) (adminPlan, error) {
 	id := dmChannelID(set)
 	created := !in.exists
 	if in.exists {
+		// A channel that holds this id but is not this set's DM (one squatted before DM ids
+		// were reserved) is never joined in its place.
+		if !isDMOf(in.ch, set) {
+			return plan, deny(protocol.ReasonInvalid, "a channel that is not this DM holds its id")
+		}
 		if in.role == "" {
 			return plan, deny(protocol.ReasonRestricted, "only an active DM participant may restore the participant set")
 		}
@@ -123,6 +162,9 @@ func ruleDMOpen(in adminInput) (adminPlan, error) {
 				plan.put[pk] = protocol.RoleMember
 				plan.added = append(plan.added, pk)
 			}
+		}
+		if err := dmAddsAllowed(in.look, actor, plan.added); err != nil {
+			return plan, err
 		}
 		plan.state = len(plan.put) > 0
 	} else {
@@ -138,6 +180,9 @@ func ruleDMOpen(in adminInput) (adminPlan, error) {
 			plan.put[pk] = protocol.RoleMember
 		}
 		plan.added = set
+		if err := dmAddsAllowed(in.look, actor, set); err != nil {
+			return plan, err
+		}
 		body, _ := json.Marshal(map[string]any{"type": "dm_created", "actor": actor, "participants": set})
 		plan.systemBody = string(body)
 	}
@@ -148,4 +193,17 @@ func ruleDMOpen(in adminInput) (adminPlan, error) {
 	body, _ := json.Marshal(reply)
 	plan.reply = protocol.Response(string(body))
 	return plan, nil
+}
+
+// dmAddsAllowed applies channel_add_policy to every participant actor puts into a DM.
+func dmAddsAllowed(look adminLookup, actor string, added []string) error {
+	for _, pk := range added {
+		if pk == actor {
+			continue
+		}
+		if err := checkAddPolicy(look, actor, pk); err != nil {
+			return err
+		}
+	}
+	return nil
 }

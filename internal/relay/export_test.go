@@ -52,3 +52,6 @@ func FeedName(r *Relay) string {
 	}
 	return "buzz-relay-follow-" + n.Node()
 }
+
+// DMChannelID is the channel id of the DM of the sorted participant set (as anyone can compute).
+func DMChannelID(sorted []string) string { return dmChannelID(sorted) }

@@ -29,6 +29,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/buzz-harness/buzz/internal/clock"
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/relay"
 	"github.com/buzz-harness/buzz/internal/relay/relaytest"
@@ -510,4 +511,247 @@ func TestHostileNIP98WithABodyButNoPayloadHashIsRefused(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(out["error"], "payload") {
 		t.Fatalf("NIP-98 without payload hash: %d %v", resp.StatusCode, out)
 	}
+}
+
+// dmOpen publishes a 41010 from sk naming others.
+func dmOpen(t *testing.T, s *relaytest.Server, sk string, others ...string) relaytest.PublishResult {
+	t.Helper()
+	tags := nostr.Tags{{"d", uuid.NewString()}}
+	for _, pk := range others {
+		tags = append(tags, nostr.Tag{"p", pk})
+	}
+	_, res := s.TryPublish(t, sk, &nostr.Event{Kind: protocol.KindDMOpen, Tags: tags})
+	return res
+}
+
+func TestHostileDMOpenHonoursTheParticipantsAddPolicy(t *testing.T) {
+	s := relaytest.Start(t)
+	stranger, owner, agent, throwaway, hermit := newUser(), newUser(), newUser(), newUser(), newUser()
+	s.Publish(t, agent.sk, nostr.Event{Kind: protocol.KindAgentProfile, Content: `{"channel_add_policy":"owner_only"}`,
+		Tags: nostr.Tags{ownerTag(t, owner.sk, agent.pk, "")}})
+	s.Publish(t, hermit.sk, nostr.Event{Kind: protocol.KindAgentProfile, Content: `{"channel_add_policy":"nobody"}`})
+
+	// The attack: a group DM of the agent, its owner and a throwaway key, opened by a stranger.
+	if res := dmOpen(t, s, stranger.sk, agent.pk, owner.pk, throwaway.pk); res.Accepted || !strings.Contains(res.Error, "policy:owner_only") {
+		t.Fatalf("stranger's group DM with an owner_only agent: %+v", res)
+	}
+	if res := dmOpen(t, s, stranger.sk, agent.pk); res.Accepted || !strings.Contains(res.Error, "policy:owner_only") {
+		t.Fatalf("stranger's DM with an owner_only agent: %+v", res)
+	}
+	if res := dmOpen(t, s, owner.sk, hermit.pk); res.Accepted || !strings.Contains(res.Error, "policy:nobody") {
+		t.Fatalf("DM with a nobody agent: %+v", res)
+	}
+	// The owner may, and the agent may open DMs with anyone (its own key is never gated).
+	if res := dmOpen(t, s, owner.sk, agent.pk); !res.Accepted {
+		t.Fatalf("owner's DM with the agent refused: %+v", res)
+	}
+	if res := dmOpen(t, s, agent.sk, stranger.pk); !res.Accepted {
+		t.Fatalf("agent's DM with a stranger refused: %+v", res)
+	}
+	// Nor can a stranger pull the agent in by adding it to a DM of theirs (41011).
+	pair := dmOpen(t, s, stranger.sk, owner.pk)
+	body, _ := strings.CutPrefix(pair.Message, "response:")
+	var reply struct {
+		ChannelID string `json:"channel_id"`
+	}
+	if !pair.Accepted || json.Unmarshal([]byte(body), &reply) != nil {
+		t.Fatalf("stranger's DM with the owner: %+v", pair)
+	}
+	_, res := s.TryPublish(t, stranger.sk, &nostr.Event{Kind: protocol.KindDMAddMember, Tags: nostr.Tags{{"h", reply.ChannelID}, {"p", agent.pk}}})
+	if res.Accepted || !strings.Contains(res.Error, "policy:owner_only") {
+		t.Fatalf("stranger's 41011 adding an owner_only agent: %+v", res)
+	}
+}
+
+func TestHostileDMOpenFloodFromOneKeyIsCutShort(t *testing.T) {
+	s := relaytest.StartWith(t, func(c *relay.Config) { c.MaxDMOpensPerMinute = 5 })
+	spammer := newUser()
+	for i := range 5 {
+		if res := dmOpen(t, s, spammer.sk, newUser().pk); !res.Accepted {
+			t.Fatalf("DM open %d refused: %+v", i+1, res)
+		}
+	}
+	if res := dmOpen(t, s, spammer.sk, newUser().pk); res.Accepted || !strings.HasPrefix(res.Error, "rate-limited:") {
+		t.Fatalf("sixth DM open within a minute: %+v", res)
+	}
+	if res := dmOpen(t, s, newUser().sk, spammer.pk); !res.Accepted {
+		t.Fatalf("another key's DM open refused: %+v", res)
+	}
+}
+
+func TestHostileFutureDatedCanvasFromANonMemberIsRefused(t *testing.T) {
+	s := relaytest.Start(t)
+	owner, stranger := newUser(), newUser()
+	ch := s.CreateChannel(t, owner.sk, "open", false)
+	in2100 := nostr.Timestamp(time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC).Unix())
+	// Dated in 2100, it would sort above every real canvas and message for 74 years.
+	for _, ev := range []nostr.Event{
+		{Kind: protocol.KindCanvas, Content: "pinned", CreatedAt: in2100, Tags: nostr.Tags{{"h", ch}}},
+		{Kind: protocol.KindStreamMessage, Content: "first forever", CreatedAt: in2100, Tags: nostr.Tags{{"h", ch}}},
+	} {
+		if _, res := s.TryPublish(t, owner.sk, &ev); res.Accepted || !strings.Contains(res.Error, "in the future") {
+			t.Fatalf("kind %d dated 2100: %+v", ev.Kind, res)
+		}
+	}
+	// A non-member of the open channel may post there, but not write its canvas.
+	s.Publish(t, stranger.sk, msg(ch, "hello"))
+	if _, res := s.TryPublish(t, stranger.sk, &nostr.Event{Kind: protocol.KindCanvas, Content: "mine now", Tags: nostr.Tags{{"h", ch}}}); res.Accepted || !strings.Contains(res.Error, "only channel members may write the canvas") {
+		t.Fatalf("stranger's canvas: %+v", res)
+	}
+	s.Publish(t, owner.sk, nostr.Event{Kind: protocol.KindCanvas, Content: "plan", Tags: nostr.Tags{{"h", ch}}})
+}
+
+func TestHostileWriteFloodFromOneKeyIsRateLimited(t *testing.T) {
+	clk := clock.NewFake(time.Now()) // still: no token comes back while the 40 are sent
+	s := relaytest.StartWith(t, func(c *relay.Config) { c.MaxWritesPerSecond, c.Now = 2, clk.Now })
+	c, u := authedRaw(t, s)
+	ch := s.CreateChannel(t, u.sk, "flood", false) // 1 of the burst of 20
+	refused := 0
+	for i := range 40 {
+		if ok := c.publish(u.sk, msg(ch, fmt.Sprint("spam ", i))); ok[2] != true {
+			if !hasPrefix(ok[3], "rate-limited:") {
+				t.Fatalf("write %d refused with %v", i, ok)
+			}
+			refused++
+		}
+	}
+	if refused != 40-19 {
+		t.Fatalf("%d of 40 writes refused, want the 21 past the burst", refused)
+	}
+	other, ou := authedRaw(t, s)
+	if ok := other.publish(ou.sk, msg(ch, "still here")); ok[2] != true {
+		t.Fatalf("another key's write refused: %v", ok)
+	}
+}
+
+func TestHostileUnauthenticatedSocketIsClosedAfterTheAuthTimeout(t *testing.T) {
+	s := relaytest.StartWith(t, func(c *relay.Config) { c.AuthTimeout = 200 * time.Millisecond })
+	authed, u := authedRaw(t, s)
+	idle := dialRaw(t, s.URL) // opened after authed, so its timeout comes later
+	if m := idle.read(); len(m) < 2 || m[0] != "NOTICE" || !hasPrefix(m[1], "auth-required:") {
+		t.Fatalf("idle socket got %v, want an auth-required NOTICE", m)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, _, err := idle.ws.Read(ctx); websocket.CloseStatus(err) != websocket.StatusPolicyViolation {
+		t.Fatalf("idle socket read %v, want it closed for policy", err)
+	}
+	// The authenticated socket, older than the idle one, is still served.
+	authed.send("REQ", "still", map[string]any{"authors": []string{u.pk}, "limit": 1})
+	authed.readUntil("EOSE")
+}
+
+func TestHostileConnectionsFromOneAddressAreCapped(t *testing.T) {
+	s := relaytest.StartWith(t, func(c *relay.Config) { c.MaxConnsPerIP = 3 })
+	var open []*rawConn
+	for range 3 {
+		open = append(open, dialRaw(t, s.URL))
+	}
+	dial := func() (*websocket.Conn, *http.Response, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return websocket.Dial(ctx, s.URL, nil)
+	}
+	if ws, resp, err := dial(); err == nil || resp == nil || resp.StatusCode != http.StatusTooManyRequests {
+		if ws != nil {
+			ws.CloseNow()
+		}
+		t.Fatalf("fourth connection: %v %v, want 429", resp, err)
+	}
+	open[0].ws.CloseNow()
+	eventually(t, "a slot to free once a connection closes", func() bool {
+		ws, _, err := dial()
+		if err == nil {
+			ws.CloseNow()
+		}
+		return err == nil
+	})
+}
+
+func TestHostileDMSquatByChannelCreateIsRefused(t *testing.T) {
+	s := relaytest.Start(t)
+	squatter, owner, agent := newUser(), newUser(), newUser()
+	set := []string{owner.pk, agent.pk}
+	slices.Sort(set)
+	dmID := relay.DMChannelID(set)
+	_, res := s.TryPublish(t, squatter.sk, &nostr.Event{Kind: protocol.KindCreateGroup, Tags: nostr.Tags{
+		{"h", dmID}, {"name", "DM"}, {"visibility", protocol.VisibilityOpen}, {"channel_type", protocol.TypeStream}}})
+	if res.Accepted || !strings.Contains(res.Error, "reserved for DMs") {
+		t.Fatalf("9007 with the pair's DM id: %+v", res)
+	}
+	// The pair's DM is theirs: private, the two of them, nobody else.
+	open := dmOpen(t, s, owner.sk, agent.pk)
+	if !open.Accepted || !strings.Contains(open.Message, dmID) || !strings.Contains(open.Message, `"created":true`) {
+		t.Fatalf("owner's DM open: %+v, want the DM %s created", open, dmID)
+	}
+	if got := s.Query(t, squatter.sk, nostr.Filter{Tags: nostr.TagMap{"h": {dmID}}}); len(got) != 0 {
+		t.Fatalf("squatter reads %d events of the DM", len(got))
+	}
+}
+
+// probeDM is everything a stranger learns about a channel id: a REQ's answer, a message's, a
+// join's and an edit's.
+func probeDM(t *testing.T, s *relaytest.Server, c *rawConn, sk, id string) []string {
+	t.Helper()
+	c.send("REQ", "probe", map[string]any{"#h": []string{id}, "limit": 10})
+	var got []string
+	for {
+		m := c.read()
+		got = append(got, fmt.Sprint(m[0]))
+		if m[0] == "EOSE" || m[0] == "CLOSED" {
+			got = append(got, fmt.Sprint(m[2:]...))
+			break
+		}
+	}
+	c.send("CLOSE", "probe")
+	for _, ev := range []nostr.Event{msg(id, "hi"), {Kind: protocol.KindJoinRequest, Tags: nostr.Tags{{"h", id}}}} {
+		_, res := s.TryPublish(t, sk, &ev)
+		got = append(got, fmt.Sprint(res.Accepted, res.Error))
+	}
+	return got
+}
+
+func TestHostileProbingAComputedDMIDTellsNothing(t *testing.T) {
+	s := relaytest.Start(t)
+	owner, agent, other := newUser(), newUser(), newUser()
+	if res := dmOpen(t, s, owner.sk, agent.pk); !res.Accepted {
+		t.Fatalf("DM open: %+v", res)
+	}
+	s.Publish(t, owner.sk, msg(relay.DMChannelID(sortedPair(owner.pk, agent.pk)), "secret"))
+	c, prober := authedRaw(t, s)
+	exists := probeDM(t, s, c, prober.sk, relay.DMChannelID(sortedPair(owner.pk, agent.pk)))
+	absent := probeDM(t, s, c, prober.sk, relay.DMChannelID(sortedPair(owner.pk, other.pk)))
+	if !slices.Equal(exists, absent) {
+		t.Fatalf("an existing DM answers %q, an absent one %q", exists, absent)
+	}
+}
+
+// The edit rule answers a stranger the same for an id that is absent and one that is not theirs.
+func TestHostileEditProbeCannotTellAnEventExists(t *testing.T) {
+	s := relaytest.Start(t)
+	owner, stranger := newUser(), newUser()
+	ch := s.CreateChannel(t, owner.sk, "open", false)
+	secret := msg(ch, "yes")
+	if _, res := s.TryPublish(t, owner.sk, &secret); !res.Accepted {
+		t.Fatal(res)
+	}
+	edit := func(target string) string {
+		_, res := s.TryPublish(t, stranger.sk, &nostr.Event{Kind: protocol.KindEdit, Content: "x", Tags: nostr.Tags{{"h", ch}, {"e", target}}})
+		return fmt.Sprint(res.Accepted, res.Error)
+	}
+	private := s.CreateChannel(t, owner.sk, "private", true)
+	hidden := msg(private, "the one-word secret")
+	if _, res := s.TryPublish(t, owner.sk, &hidden); !res.Accepted {
+		t.Fatal(res)
+	}
+	absent, theirs, elsewhere := edit(strings.Repeat("0", 64)), edit(secret.ID), edit(hidden.ID)
+	if absent != theirs || absent != elsewhere {
+		t.Fatalf("edit answers: absent %q, someone else's %q, in a private channel %q", absent, theirs, elsewhere)
+	}
+}
+
+func sortedPair(a, b string) []string {
+	p := []string{a, b}
+	slices.Sort(p)
+	return p
 }

@@ -41,6 +41,13 @@ const (
 	DefaultQueryTimeout   = 10 * time.Second
 	DefaultMaxQueuedBytes = 8 << 20
 	DefaultWriteTimeout   = 10 * time.Second
+
+	// Flood bounds (#28): generous, since one loopback key (a harness, a test) may publish fast.
+	DefaultMaxDMOpensPerMinute = 60
+	DefaultMaxWritesPerSecond  = 200 // in bursts of up to 10× this
+	DefaultMaxConnsPerIP       = 256
+	DefaultAuthTimeout         = 5 * time.Second
+	DefaultMaxFutureSkew       = 15 * time.Minute
 )
 
 // Config configures a Relay.
@@ -77,8 +84,19 @@ type Config struct {
 	ReminderPoll time.Duration
 	// MaxBlobBytes is the largest blob PUT /upload accepts; 0 = DefaultMaxBlobBytes.
 	MaxBlobBytes int64
-	Logger       *slog.Logger     // nil = discard
-	Now          func() time.Time // nil = time.Now
+	// Flood bounds (docs/security.md); for each, 0 = its Default…, negative = no bound.
+	// MaxDMOpensPerMinute is the DM commands (41010/41011) one pubkey may send a minute;
+	// MaxWritesPerSecond the events one pubkey may publish a second (bursts of 10×);
+	// MaxConnsPerIP the WebSocket connections open from one IP address at once; AuthTimeout how
+	// long a socket may stay without NIP-42 AUTH before it is closed; MaxFutureSkew how far past
+	// now an event's created_at may be.
+	MaxDMOpensPerMinute int
+	MaxWritesPerSecond  int
+	MaxConnsPerIP       int
+	AuthTimeout         time.Duration
+	MaxFutureSkew       time.Duration
+	Logger              *slog.Logger     // nil = discard
+	Now                 func() time.Time // nil = time.Now
 
 	wrapStore func(store.Store) store.Store // tests: instrument the store
 }
@@ -115,6 +133,10 @@ type Relay struct {
 
 	peakQueued atomic.Int64 // highest bytes ever queued on one connection (tests, limits)
 
+	dmOpens *rateLimit // DM commands per pubkey (MaxDMOpensPerMinute)
+	writes  *rateLimit // events per pubkey (MaxWritesPerSecond)
+	ipConns ipCounter  // open WebSocket connections per IP (MaxConnsPerIP)
+
 	shared        shared // nil unless several nodes may share the store
 	stopFollow    func()
 	stopReminders func()
@@ -135,6 +157,11 @@ func Open(cfg Config) (*Relay, error) {
 	cfg.MaxQueuedBytes = cmp.Or(cfg.MaxQueuedBytes, DefaultMaxQueuedBytes)
 	cfg.WriteTimeout = cmp.Or(cfg.WriteTimeout, DefaultWriteTimeout)
 	cfg.MaxBlobBytes = cmp.Or(cfg.MaxBlobBytes, DefaultMaxBlobBytes)
+	cfg.MaxDMOpensPerMinute = bound(cfg.MaxDMOpensPerMinute, DefaultMaxDMOpensPerMinute)
+	cfg.MaxWritesPerSecond = bound(cfg.MaxWritesPerSecond, DefaultMaxWritesPerSecond)
+	cfg.MaxConnsPerIP = bound(cfg.MaxConnsPerIP, DefaultMaxConnsPerIP)
+	cfg.AuthTimeout = bound(cfg.AuthTimeout, DefaultAuthTimeout)
+	cfg.MaxFutureSkew = bound(cfg.MaxFutureSkew, DefaultMaxFutureSkew)
 	if cfg.MaxBlobBytes < 0 {
 		return nil, fmt.Errorf("relay: max blob bytes must be positive, got %d", cfg.MaxBlobBytes)
 	}
@@ -186,6 +213,9 @@ func Open(cfg Config) (*Relay, error) {
 		origins:    origins,
 		listenAddr: cfg.ListenAddr,
 		shared:     sh,
+		dmOpens:    newRateLimit(float64(cfg.MaxDMOpensPerMinute)/60, float64(cfg.MaxDMOpensPerMinute), cfg.Now),
+		writes:     newRateLimit(float64(cfg.MaxWritesPerSecond), 10*float64(cfg.MaxWritesPerSecond), cfg.Now),
+		ipConns:    ipCounter{max: cfg.MaxConnsPerIP, n: map[string]int{}},
 	}
 	if sh != nil {
 		if err := r.startFollowing(); err != nil {

@@ -25,7 +25,9 @@ var ingestRules = []ingestRule{
 	validSignature,
 	authenticated,
 	signedAsAuthenticated,
+	writeRate,
 	servedKind,
+	createdAtNotAhead,
 	ephemeralOverWebSocket,
 	oneLowercaseChannel,
 	channelKindNamesChannel,
@@ -33,13 +35,16 @@ var ingestRules = []ingestRule{
 	reminderTags,
 	databaseLive,
 
+	createOutsideDMNamespace,
 	applyAdmin,
+	dmCommandRate,
 	applyDMCommand,
 
 	writableChannel,
 	forumPostInForum,
 	editOfOwnMessage,
 	systemRowByMember,
+	canvasByMember,
 	fanOutEphemeral,
 }
 
@@ -112,6 +117,26 @@ func authenticated(_ context.Context, _ *Relay, in *ingest) *result {
 func signedAsAuthenticated(_ context.Context, _ *Relay, in *ingest) *result {
 	if in.ev.PubKey != in.from.pubkey {
 		return refuse(http.StatusForbidden, protocol.ReasonRestricted.Msg("event pubkey does not match the authenticated pubkey"))
+	}
+	return nil
+}
+
+// writeRate bounds the events one pubkey publishes a second (Config.MaxWritesPerSecond), so one
+// client cannot take the store's single writer for itself.
+func writeRate(_ context.Context, r *Relay, in *ingest) *result {
+	if !r.writes.allow(in.ev.PubKey) {
+		return refuse(http.StatusTooManyRequests, protocol.ReasonRateLimited.Msgf("more than %d events a second", r.cfg.MaxWritesPerSecond))
+	}
+	return nil
+}
+
+// createdAtNotAhead: an event dated far ahead would sort above everything real for as long as it
+// stays ahead (a pinned canvas, history pushed out of every "newest N"). Upstream relays allow
+// 15 minutes (Config.MaxFutureSkew).
+func createdAtNotAhead(_ context.Context, r *Relay, in *ingest) *result {
+	skew := r.cfg.MaxFutureSkew
+	if skew > 0 && in.ev.CreatedAt.Time().After(r.now().Add(skew)) {
+		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msgf("created_at is more than %d s in the future", int64(skew.Seconds())))
 	}
 	return nil
 }
@@ -195,6 +220,16 @@ func databaseLive(_ context.Context, r *Relay, _ *ingest) *result {
 	return nil
 }
 
+// createOutsideDMNamespace: a DM's id is computable from its members, so a 9007 taking one
+// would squat that pair's DM (their open would then land in a channel its creator controls).
+// DM ids are version-8 UUIDs (dm.go); no 9007 may create one.
+func createOutsideDMNamespace(_ context.Context, _ *Relay, in *ingest) *result {
+	if in.ev.Kind == protocol.KindCreateGroup && isDMID(in.channel) {
+		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg("channel ids that are version-8 UUIDs are reserved for DMs (kind 41010)"))
+	}
+	return nil
+}
+
 // applyAdmin applies a NIP-29 admin event (admin_rules.go decides it).
 func applyAdmin(ctx context.Context, r *Relay, in *ingest) *result {
 	if !protocol.IsChannelAdmin(in.ev.Kind) {
@@ -202,6 +237,18 @@ func applyAdmin(ctx context.Context, r *Relay, in *ingest) *result {
 	}
 	res := r.submitAdmin(ctx, in.ev, in.channel)
 	return &res
+}
+
+// dmCommandRate bounds the DM commands one pubkey sends a minute (Config.MaxDMOpensPerMinute):
+// each may create a channel, and keys are free, but a flood from one key is cut short.
+func dmCommandRate(_ context.Context, r *Relay, in *ingest) *result {
+	if in.ev.Kind != protocol.KindDMOpen && in.ev.Kind != protocol.KindDMAddMember {
+		return nil
+	}
+	if !r.dmOpens.allow(in.ev.PubKey) {
+		return refuse(http.StatusTooManyRequests, protocol.ReasonRateLimited.Msgf("more than %d DM opens a minute", r.cfg.MaxDMOpensPerMinute))
+	}
+	return nil
 }
 
 // applyDMCommand opens a DM or adds to one (dm.go), applied like an admin event on the DM of
@@ -241,7 +288,7 @@ func writableChannel(ctx context.Context, r *Relay, in *ingest) *result {
 func (r *Relay) checkWrite(pubkey, chID string) *result {
 	ch, ok := r.acl.get(chID)
 	switch {
-	case !ok || ch.Deleted:
+	case !ok || ch.Deleted || r.hiddenDM(pubkey, chID):
 		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg("unknown channel"))
 	case ch.Archived:
 		return refuse(http.StatusBadRequest, protocol.ReasonRestricted.Msg("channel is archived"))
@@ -265,15 +312,13 @@ func editOfOwnMessage(ctx context.Context, r *Relay, in *ingest) *result {
 		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg("an edit needs an e tag naming the message"))
 	}
 	old, oldCh, err := r.st.Event(ctx, target)
-	switch {
-	case err != nil:
+	if err != nil {
 		return refuse(http.StatusInternalServerError, protocol.ReasonError.Msg("lookup failed"))
-	case old == nil:
-		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg("edit target event not found"))
-	case oldCh != in.channel:
-		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg("target event belongs to a different channel"))
-	case old.PubKey != ev.PubKey:
-		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg("must be event author to edit"))
+	}
+	// One answer for absent, elsewhere and not yours: distinct ones told whether an event id
+	// exists (a private message was recovered by probing ids).
+	if old == nil || oldCh != in.channel || old.PubKey != ev.PubKey {
+		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg("edit target not found among your messages in this channel"))
 	}
 	return nil
 }
@@ -283,6 +328,15 @@ func editOfOwnMessage(ctx context.Context, r *Relay, in *ingest) *result {
 func systemRowByMember(ctx context.Context, r *Relay, in *ingest) *result {
 	if in.ev.Kind == protocol.KindSystemMessage && !r.isMember(ctx, in.ev.PubKey, in.channel) {
 		return refuse(http.StatusForbidden, protocol.ReasonRestricted.Msg("only channel members may post system rows (kind 40099)"))
+	}
+	return nil
+}
+
+// canvasByMember: the canvas (kind 40100) is the channel's standing document, which the agent's
+// standing prompt points at, so in an open channel too only members write it.
+func canvasByMember(ctx context.Context, r *Relay, in *ingest) *result {
+	if in.ev.Kind == protocol.KindCanvas && !r.isMember(ctx, in.ev.PubKey, in.channel) {
+		return refuse(http.StatusForbidden, protocol.ReasonRestricted.Msg("only channel members may write the canvas (kind 40100)"))
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -65,6 +66,13 @@ type conn struct {
 }
 
 func (r *Relay) serveWS(w http.ResponseWriter, req *http.Request) {
+	// Connections per address are bounded before any work is done for one (Config.MaxConnsPerIP).
+	ip := remoteIP(req)
+	if !r.ipConns.enter(ip) {
+		http.Error(w, protocol.ReasonRateLimited.Msgf("more than %d connections from %s", r.cfg.MaxConnsPerIP, ip), http.StatusTooManyRequests)
+		return
+	}
+	defer r.ipConns.leave(ip)
 	ws, err := websocket.Accept(w, req, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
 		return // Accept already answered the HTTP request
@@ -110,7 +118,28 @@ func (r *Relay) serveWS(w http.ResponseWriter, req *http.Request) {
 	loops.Go(c.writeLoop)
 	loops.Go(c.pingLoop)
 	c.send([]any{"AUTH", c.challenge})
+	if d := r.cfg.AuthTimeout; d > 0 {
+		defer time.AfterFunc(d, c.closeUnauthenticated).Stop()
+	}
 	c.readLoop()
+}
+
+// closeUnauthenticated closes a socket that has not proved a key by Config.AuthTimeout (as
+// Buzz does): an idle anonymous socket costs memory and a connection slot and can do nothing.
+func (c *conn) closeUnauthenticated() {
+	if c.pubkey() != "" {
+		return
+	}
+	c.send([]any{"NOTICE", protocol.ReasonAuthRequired.Msgf("no AUTH within %s; closing", c.r.cfg.AuthTimeout)})
+	c.closeAfterWrites(websocket.StatusPolicyViolation, "auth timeout")
+}
+
+// remoteIP is the client's address without its port (RemoteAddr whole if it has none).
+func remoteIP(req *http.Request) string {
+	if host, _, err := net.SplitHostPort(req.RemoteAddr); err == nil {
+		return host
+	}
+	return req.RemoteAddr
 }
 
 // job is one received frame on its way through the connection's ordered pipeline.
@@ -426,7 +455,7 @@ func (c *conn) handleReq(f frame) {
 			search++
 		}
 		for _, h := range flt.Tags["h"] {
-			if c.r.acl.private(h) && !c.r.acl.canRead(pk, h) {
+			if c.r.acl.private(h) && !c.r.acl.canRead(pk, h) && !c.r.hiddenDM(pk, h) {
 				c.send([]any{"CLOSED", f.SubID, protocol.ReasonRestricted.Msg("not a channel member")})
 				return
 			}

@@ -29,6 +29,7 @@ func Command() *cobra.Command {
 	var addr, dataDir, publicURL, database, origins string
 	var queryTimeout, writeTimeout, reconnectDelay time.Duration
 	var maxQueued, maxBlob int64
+	var fl floodFlags
 	cmd := &cobra.Command{
 		Use:               "buzz-relay",
 		Short:             "Run a Buzz-compatible relay: WebSocket, NIP-11 and the HTTP bridge on one port, SQLite storage",
@@ -48,6 +49,8 @@ func Command() *cobra.Command {
 				DataDir: dataDir, Database: database, PublicURL: publicURL,
 				AllowedOrigins: cmdflag.List(origins), QueryTimeout: queryTimeout, WriteTimeout: writeTimeout,
 				MaxQueuedBytes: maxQueued, MaxBlobBytes: maxBlob, ReconnectDelay: reconnectDelay, Logger: log,
+				MaxDMOpensPerMinute: noBound(fl.dmOpens), MaxWritesPerSecond: noBound(fl.writes),
+				MaxConnsPerIP: noBound(fl.connsPerIP), AuthTimeout: noBound(fl.authTimeout), MaxFutureSkew: noBound(fl.futureSkew),
 			})
 			if err != nil {
 				ln.Close()
@@ -74,5 +77,28 @@ func Command() *cobra.Command {
 	f.Int64(&maxQueued, "max-queued-bytes", "BUZZ_MAX_QUEUED_BYTES", relay.DefaultMaxQueuedBytes, "bytes waiting to be written to one client before it is disconnected")
 	f.Int64(&maxBlob, "max-blob-bytes", "BUZZ_MAX_BLOB_BYTES", relay.DefaultMaxBlobBytes, "largest file PUT /upload accepts (Blossom blobs: in --data-dir/blobs, or PostgreSQL with --database)")
 	f.Duration(&reconnectDelay, "db-reconnect-delay", "BUZZ_RELAY_RECONNECT_DELAY", time.Second, "pause before a node reconnects its lost PostgreSQL change feed")
+	fl.define(f)
 	return cmd
+}
+
+// floodFlags are the relay's flood bounds (docs/security.md); 0 turns one off.
+type floodFlags struct {
+	dmOpens, writes, connsPerIP int
+	authTimeout, futureSkew     time.Duration
+}
+
+func (fl *floodFlags) define(f cmdflag.Set) {
+	f.Int(&fl.dmOpens, "max-dm-opens-per-min", "BUZZ_MAX_DM_OPENS_PER_MIN", relay.DefaultMaxDMOpensPerMinute, "DM commands (kinds 41010/41011) one pubkey may send a minute (0 = no bound)")
+	f.Int(&fl.writes, "max-writes-per-sec", "BUZZ_MAX_WRITES_PER_SEC", relay.DefaultMaxWritesPerSecond, "events one pubkey may publish a second, in bursts of up to 10x (0 = no bound)")
+	f.Int(&fl.connsPerIP, "max-conns-per-ip", "BUZZ_MAX_CONNS_PER_IP", relay.DefaultMaxConnsPerIP, "WebSocket connections open at once from one IP address; on loopback that is every local client together (0 = no bound)")
+	f.Duration(&fl.authTimeout, "auth-timeout", "BUZZ_AUTH_TIMEOUT", relay.DefaultAuthTimeout, "close a WebSocket that has not authenticated (NIP-42) within this (0 = never)")
+	f.Duration(&fl.futureSkew, "max-future-skew", "BUZZ_MAX_FUTURE_SKEW", relay.DefaultMaxFutureSkew, "refuse events whose created_at is further ahead of the relay's clock than this (0 = no bound)")
+}
+
+// noBound maps a flag's 0 ("no bound") to relay.Config's negative (its 0 is "the default").
+func noBound[T int | time.Duration](v T) T {
+	if v == 0 {
+		return -1
+	}
+	return v
 }
