@@ -45,12 +45,44 @@ var _ store.Store = (*Store)(nil)
 // serialization race to another writer (another request, or another node).
 const maxAttempts = 5
 
+// Option adjusts how Open sets the pool up.
+type Option func(*pgxpool.Config)
+
+// ObserveAcquire has f told how long each request waited for a pool connection (the relay's
+// buzz_db_pool_acquire_duration_seconds).
+func ObserveAcquire(f func(wait time.Duration)) Option {
+	return func(c *pgxpool.Config) { c.ConnConfig.Tracer = acquireTimer{f} }
+}
+
+// acquireTimer is a pgx tracer that times pool acquisitions only.
+type acquireTimer struct{ observe func(time.Duration) }
+
+type acquireStart struct{}
+
+func (acquireTimer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+func (acquireTimer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (acquireTimer) TraceAcquireStart(ctx context.Context, _ *pgxpool.Pool, _ pgxpool.TraceAcquireStartData) context.Context {
+	return context.WithValue(ctx, acquireStart{}, time.Now())
+}
+
+func (t acquireTimer) TraceAcquireEnd(ctx context.Context, _ *pgxpool.Pool, data pgxpool.TraceAcquireEndData) {
+	if start, ok := ctx.Value(acquireStart{}).(time.Time); ok && data.Err == nil {
+		t.observe(time.Since(start))
+	}
+}
+
 // Open connects to the database at url (postgres://…) and applies pending migrations.
 // Connection parameters such as search_path may be given in the URL.
-func Open(ctx context.Context, url string) (*Store, error) {
+func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: bad database URL: %w", err)
+	}
+	for _, o := range opts {
+		o(cfg)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -99,6 +131,14 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		}
 		return nil
 	})
+}
+
+// Ping checks that the database answers (readiness); store.ErrClosed after Close.
+func (s *Store) Ping(ctx context.Context) error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	return s.pool.Ping(ctx)
 }
 
 // Close closes the pool; later calls fail with store.ErrClosed.
