@@ -116,7 +116,7 @@ func metricsAddress(flag string, getenv func(string) string) (string, error) {
 }
 
 // OpsHandler serves r's operations endpoints on the metrics address: /metrics and the probes.
-func OpsHandler(r *relay.Relay) http.Handler {
+func OpsHandler(r *relay.Relay) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", r.MetricsHandler())
 	mux.Handle("GET /healthz", r)
