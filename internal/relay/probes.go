@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -19,14 +20,33 @@ type pinger interface {
 	Ping(ctx context.Context) error
 }
 
-// storeReachable pings the store.
+// pingReuse is how long a ping's answer is reused: /readyz may be public, and a burst of
+// probes (or scrapes) must not become a burst of database round trips.
+const pingReuse = 500 * time.Millisecond
+
+// pingCache holds the last ping's answer; its mutex also makes concurrent probes wait for one
+// ping rather than each sending its own.
+type pingCache struct {
+	mu  sync.Mutex
+	at  time.Time
+	err error
+}
+
+// storeReachable pings the store, or reuses an answer under pingReuse old.
 func (r *Relay) storeReachable() error {
 	if r.ping == nil {
 		return nil
 	}
+	c := &r.pinged
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.at.IsZero() && time.Since(c.at) < pingReuse {
+		return c.err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
-	return r.ping.Ping(ctx)
+	c.err, c.at = r.ping.Ping(ctx), time.Now()
+	return c.err
 }
 
 // Ready reports why the relay cannot take writes now, or nil: it is shutting down, its store

@@ -118,6 +118,7 @@ type Relay struct {
 
 	metrics *metrics // metrics.go
 	ping    pinger   // the store, unwrapped (/readyz)
+	pinged  pingCache
 
 	shared        shared // nil unless several nodes may share the store
 	stopFollow    func()
