@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -29,6 +30,7 @@ import (
 	"github.com/buzz-harness/buzz/internal/harness"
 	"github.com/buzz-harness/buzz/internal/mcpconfig"
 	"github.com/buzz-harness/buzz/internal/observer"
+	"github.com/buzz-harness/buzz/internal/opshttp"
 	"github.com/buzz-harness/buzz/internal/prompt"
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/protocol/ownerauth"
@@ -312,11 +314,8 @@ func (o *options) operations() error {
 	case o.maxTokensPerDay < 0:
 		return errors.New("--max-tokens-per-day / BUZZ_ACP_MAX_TOKENS_PER_DAY must be 0 (no cap) or more")
 	}
-	if o.metricsAddr != "" {
-		_, port, err := net.SplitHostPort(metricsListenAddr(o.metricsAddr))
-		if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
-			return fmt.Errorf("--metrics-addr / BUZZ_ACP_METRICS_ADDR: %q is not host:port or :port", o.metricsAddr)
-		}
+	if o.metricsAddr != "" && !opshttp.CheckAddr(o.metricsAddr) {
+		return fmt.Errorf("--metrics-addr / BUZZ_ACP_METRICS_ADDR: %q is not host:port or :port", o.metricsAddr)
 	}
 	return nil
 }
@@ -515,7 +514,7 @@ func (o *options) run(parent context.Context, cfg harness.Config, stderr io.Writ
 	}
 	var metrics net.Listener
 	if o.metricsAddr != "" {
-		if metrics, err = net.Listen("tcp", metricsListenAddr(o.metricsAddr)); err != nil {
+		if metrics, err = net.Listen("tcp", opshttp.ListenAddr(o.metricsAddr)); err != nil {
 			return fmt.Errorf("--metrics-addr: %w", err)
 		}
 		defer metrics.Close()
@@ -525,7 +524,9 @@ func (o *options) run(parent context.Context, cfg harness.Config, stderr io.Writ
 		return err
 	}
 	if metrics != nil {
-		defer serveMetrics(metrics, h.MetricsHandler(), stderr)()
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", h.MetricsHandler())
+		defer opshttp.Serve(metrics, mux, "buzz-acp metrics", stderr)()
 	}
 	if err := h.Run(ctx); err != nil {
 		return err

@@ -21,11 +21,3 @@ func TestOperationsFlagsRefuseBadValuesNamingFlagAndEnv(t *testing.T) {
 		}
 	}
 }
-
-func TestMetricsAddrWithoutAHostListensOnLoopback(t *testing.T) {
-	for in, want := range map[string]string{":9103": "127.0.0.1:9103", "9103": "127.0.0.1:9103", "0.0.0.0:9103": "0.0.0.0:9103", "[::1]:9103": "[::1]:9103"} {
-		if got := metricsListenAddr(in); got != want {
-			t.Errorf("metricsListenAddr(%q) = %q, want %q", in, got, want)
-		}
-	}
-}

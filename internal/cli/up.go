@@ -48,6 +48,7 @@ eval "$(buzz up --print-env)" lets you use the buzz CLI as the owner.`,
 	f := cmdflag.On(cmd.Flags())
 	f.String(&cfg.DataDir, "data-dir", "BUZZ_UP_DATA_DIR", stack.DefaultDataDir, "where keys, the relay database and session state live")
 	f.String(&cfg.RelayAddr, "relay-addr", "BUZZ_UP_RELAY_ADDR", stack.DefaultRelayAddr, "relay listen address")
+	f.String(&cfg.MetricsAddr, "metrics-addr", "BUZZ_UP_METRICS_ADDR", "", "serve Prometheus metrics (the relay's at /metrics, the harness's at /metrics/acp) and the relay's /healthz, /readyz here (a bare :port is loopback; default: off)")
 	f.String(&cfg.ConsoleAddr, "console-addr", "BUZZ_UP_CONSOLE_ADDR", stack.DefaultConsoleAddr, "web console listen address (loopback only)")
 	f.String(&cfg.AgentCommand, "agent-command", "BUZZ_UP_AGENT_COMMAND", "", `ACP agent to run (default: the built-in "buzz agent")`)
 	f.String(&agentArgs, "agent-args", "BUZZ_UP_AGENT_ARGS", "", "agent arguments, comma-separated")

@@ -232,8 +232,10 @@ func (r *Relay) submitAdmin(ctx context.Context, ev *nostr.Event, chID string) r
 		return res
 	}
 	r.acl.put(next)
+	r.metrics.storedKind(ev.Kind)
 	r.broadcast(ev, chID)
 	for _, e := range relayEvents {
+		r.metrics.storedKind(e.Kind)
 		r.broadcast(e, storageChannel(e))
 	}
 	if next.Visibility == protocol.VisibilityPrivate {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 
@@ -46,13 +47,14 @@ type ingest struct {
 	ev      *nostr.Event
 	sigErr  error // the id/signature check's result
 	from    origin
-	channel string // the channel its h tag names ("" = none)
-	scope   string // the channel it is stored and access-checked under (storageChannel)
+	channel string    // the channel its h tag names ("" = none)
+	scope   string    // the channel it is stored and access-checked under (storageChannel)
+	start   time.Time // when it reached the rules (buzz_event_processing_seconds)
 }
 
 func newIngest(ev *nostr.Event, sigErr error, from origin) *ingest {
 	ch, _ := protocol.ChannelID(ev.Tags)
-	return &ingest{ev: ev, sigErr: sigErr, from: from, channel: ch, scope: storageChannel(ev)}
+	return &ingest{ev: ev, sigErr: sigErr, from: from, channel: ch, scope: storageChannel(ev), start: time.Now()}
 }
 
 // storageChannel is the channel an event is stored (and access-checked) under; "" = global.
@@ -89,8 +91,10 @@ func (r *Relay) submitChecked(ctx context.Context, ev *nostr.Event, sigErr error
 // check runs the event through ingestRules. It returns the answer, or for an event to store,
 // the write to run (res is then unset); admin and ephemeral events are applied by their rules.
 func (r *Relay) check(ctx context.Context, in *ingest) (result, *storeWrite) {
+	r.metrics.received.Inc()
 	for _, rule := range ingestRules {
 		if res := rule(ctx, r, in); res != nil {
+			r.metrics.answered(in, *res)
 			return *res, nil
 		}
 	}
@@ -99,6 +103,7 @@ func (r *Relay) check(ctx context.Context, in *ingest) (result, *storeWrite) {
 
 // storeWrite is a checked event's store write, not yet run.
 type storeWrite struct {
+	in    *ingest
 	ev    *nostr.Event
 	scope string
 	fn    func(store.Tx) error
@@ -108,7 +113,7 @@ type storeWrite struct {
 // deletion, the soft delete of the author's own events it names.
 func storeEvent(in *ingest) *storeWrite {
 	ev, scope := in.ev, in.scope
-	return &storeWrite{ev: ev, scope: scope, fn: func(tx store.Tx) error {
+	return &storeWrite{in: in, ev: ev, scope: scope, fn: func(tx store.Tx) error {
 		if err := tx.SaveEvent(ev, scope); err != nil {
 			return err
 		}
@@ -128,11 +133,14 @@ func storeEvent(in *ingest) *storeWrite {
 
 // finishWrite answers a store write that has run: on success the event fans out.
 func (r *Relay) finishWrite(w *storeWrite, err error) result {
-	if res, done := r.storeOutcome(err); done {
-		return res
+	res, done := r.storeOutcome(err)
+	if !done {
+		r.metrics.storedKind(w.ev.Kind)
+		r.broadcast(w.ev, w.scope)
+		res = accepted("")
 	}
-	r.broadcast(w.ev, w.scope)
-	return accepted("")
+	r.metrics.answered(w.in, res)
+	return res
 }
 
 // pipelined reports whether a connection may run an event's store write without waiting for the

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/relay/store"
@@ -136,6 +137,9 @@ type Relay struct {
 	dmOpens *rateLimit // DM commands per pubkey (MaxDMOpensPerMinute)
 	writes  *rateLimit // events per pubkey (MaxWritesPerSecond)
 	ipConns ipCounter  // open WebSocket connections per IP (MaxConnsPerIP)
+	metrics *metrics   // metrics.go
+	ping    pinger     // the store, unwrapped (/readyz)
+	pinged  pingCache
 
 	shared        shared // nil unless several nodes may share the store
 	stopFollow    func()
@@ -183,13 +187,15 @@ func Open(cfg Config) (*Relay, error) {
 	}
 	pk, _ := nostr.GetPublicKey(sk)
 	var st store.Store
-	st, err = openStore(cfg)
+	m := newMetrics()
+	st, err = openStore(cfg, m.acquire)
 	if err != nil {
 		return nil, fmt.Errorf("relay: open store: %w", err)
 	}
 	sh, _ := st.(shared)
 	rs, _ := st.(store.Reminders)
 	blobs, _ := st.(store.Blobs)
+	ping, _ := st.(pinger)
 	if cfg.wrapStore != nil {
 		st = cfg.wrapStore(st)
 	}
@@ -216,7 +222,10 @@ func Open(cfg Config) (*Relay, error) {
 		dmOpens:    newRateLimit(float64(cfg.MaxDMOpensPerMinute)/60, float64(cfg.MaxDMOpensPerMinute), cfg.Now),
 		writes:     newRateLimit(float64(cfg.MaxWritesPerSecond), 10*float64(cfg.MaxWritesPerSecond), cfg.Now),
 		ipConns:    ipCounter{max: cfg.MaxConnsPerIP, n: map[string]int{}},
+		ping:       ping,
+		metrics:    m,
 	}
+	m.watch(r)
 	if sh != nil {
 		if err := r.startFollowing(); err != nil {
 			st.Close()
@@ -230,7 +239,9 @@ func Open(cfg Config) (*Relay, error) {
 	r.mux = http.NewServeMux()
 	r.mux.HandleFunc("/", r.handleRoot)
 	r.mux.HandleFunc("/info", r.handleInfo)
-	r.mux.HandleFunc("/health", r.handleHealth)
+	r.mux.HandleFunc("/health", r.handleLive) // ours before the probes; kept for scripts that use it
+	r.mux.HandleFunc("/healthz", r.handleLive)
+	r.mux.HandleFunc("/readyz", r.handleReady)
 	r.mux.HandleFunc("/events", r.bridge(r.bridgeEvents))
 	r.mux.HandleFunc("/query", r.bridge(r.bridgeQuery))
 	r.mux.HandleFunc("/count", r.bridge(r.bridgeCount))
@@ -239,8 +250,9 @@ func Open(cfg Config) (*Relay, error) {
 	return r, nil
 }
 
-// openStore picks the backend: PostgreSQL when Database is set, else SQLite in DataDir.
-func openStore(cfg Config) (store.Store, error) {
+// openStore picks the backend: PostgreSQL when Database is set, else SQLite in DataDir. A
+// PostgreSQL pool reports its connection waits to acquire.
+func openStore(cfg Config, acquire prometheus.Observer) (store.Store, error) {
 	if cfg.Database == "" {
 		return store.Open(filepath.Join(cfg.DataDir, "relay.db"))
 	}
@@ -249,7 +261,7 @@ func openStore(cfg Config) (store.Store, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return postgres.Open(ctx, cfg.Database)
+	return postgres.Open(ctx, cfg.Database, postgres.ObserveAcquire(func(d time.Duration) { acquire.Observe(d.Seconds()) }))
 }
 
 // loadOrCreateKey reads the relay's hex secret key, creating it (0600) on first start so
@@ -281,7 +293,7 @@ func loadOrCreateKey(path string) (string, error) {
 // PublicKey is the relay's signing pubkey (hex); 39000-series events verify against it.
 func (r *Relay) PublicKey() string { return r.pk }
 
-// ServeHTTP serves WebSocket, NIP-11, /info, /health and the HTTP bridge.
+// ServeHTTP serves WebSocket, NIP-11, /info, the probes (/health, /healthz, /readyz) and the HTTP bridge.
 func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) { r.mux.ServeHTTP(w, req) }
 
 // Close drops every WebSocket client, waits until every connection and bridge request being
@@ -368,10 +380,6 @@ func (r *Relay) handleInfo(w http.ResponseWriter, req *http.Request) {
 	w.Header().Set("Content-Type", "application/nostr+json")
 	w.Header().Set("Access-Control-Allow-Origin", "*")
 	w.Write(r.info)
-}
-
-func (r *Relay) handleHealth(w http.ResponseWriter, req *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 func (r *Relay) nip11() []byte {

@@ -58,6 +58,7 @@ type conn struct {
 	// client (live). drained wakes a waiting history send after each write.
 	queued  atomic.Int64
 	drained chan struct{}
+	dropped atomic.Bool // dropSlow has dropped it
 
 	mu     sync.Mutex
 	authed string
@@ -331,7 +332,10 @@ func (c *conn) sendRaw(b []byte) {
 }
 
 func (c *conn) dropSlow(why string) {
-	c.r.log.Warn("dropping slow websocket client", "host", c.host, "why", why)
+	if c.dropped.CompareAndSwap(false, true) { // later sends fail too: count the client once
+		c.r.log.Warn("dropping slow websocket client", "host", c.host, "why", why)
+		c.r.metrics.backpressure.Inc()
+	}
 	c.cancel()
 	c.ws.CloseNow()
 }
@@ -573,13 +577,9 @@ func (r *Relay) broadcast(ev *nostr.Event, channelID string) {
 		r.presence.note(ev, r.now()) // this node's clients' and other nodes' alike
 	}
 	var evJSON []byte
-	r.connsMu.RLock()
-	conns := make([]*conn, 0, len(r.conns))
-	for c := range r.conns {
-		conns = append(conns, c)
-	}
-	r.connsMu.RUnlock()
-	for _, c := range conns {
+	recipients := 0
+	defer func() { r.metrics.fanout.Observe(float64(recipients)) }()
+	for _, c := range r.connections() {
 		c.mu.Lock()
 		pk := c.authed
 		var hits []string
@@ -598,6 +598,7 @@ func (r *Relay) broadcast(ev *nostr.Event, channelID string) {
 		if evJSON == nil {
 			evJSON, _ = json.Marshal(ev)
 		}
+		recipients++
 		for _, id := range hits {
 			subJSON, _ := json.Marshal(id)
 			c.sendRaw(eventFrameRaw(subJSON, evJSON))
@@ -607,13 +608,7 @@ func (r *Relay) broadcast(ev *nostr.Event, channelID string) {
 
 // revoke ends pubkey's live subscriptions scoped to a private channel it just lost.
 func (r *Relay) revoke(pubkey, channelID string) {
-	r.connsMu.RLock()
-	conns := make([]*conn, 0, len(r.conns))
-	for c := range r.conns {
-		conns = append(conns, c)
-	}
-	r.connsMu.RUnlock()
-	for _, c := range conns {
+	for _, c := range r.connections() {
 		c.mu.Lock()
 		if c.authed != pubkey {
 			c.mu.Unlock()
@@ -634,6 +629,17 @@ func (r *Relay) revoke(pubkey, channelID string) {
 			c.send([]any{"CLOSED", id, protocol.ReasonRestricted.Msg("channel access revoked")})
 		}
 	}
+}
+
+// connections lists the open WebSocket connections.
+func (r *Relay) connections() []*conn {
+	r.connsMu.RLock()
+	defer r.connsMu.RUnlock()
+	conns := make([]*conn, 0, len(r.conns))
+	for c := range r.conns {
+		conns = append(conns, c)
+	}
+	return conns
 }
 
 func contains(list []string, s string) bool {

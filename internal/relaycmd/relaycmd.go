@@ -9,12 +9,15 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/buzz-harness/buzz/internal/cmdflag"
+	"github.com/buzz-harness/buzz/internal/opshttp"
 	"github.com/buzz-harness/buzz/internal/relay"
 )
 
@@ -26,7 +29,7 @@ const (
 
 // Command returns the relay command, named buzz-relay; `buzz relay` renames it.
 func Command() *cobra.Command {
-	var addr, dataDir, publicURL, database, origins string
+	var addr, dataDir, publicURL, database, origins, metricsAddr string
 	var queryTimeout, writeTimeout, reconnectDelay time.Duration
 	var maxQueued, maxBlob int64
 	var fl floodFlags
@@ -39,10 +42,22 @@ func Command() *cobra.Command {
 		PersistentPreRunE: cmdflag.PreRun(os.Getenv),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			stderr := cmd.ErrOrStderr()
+			metricsAddr, err := metricsAddress(metricsAddr, os.Getenv)
+			if err != nil {
+				return err
+			}
 			// Listen first so a busy port fails fast without touching the data dir.
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return fmt.Errorf("cannot listen on %s: %w", addr, err)
+			}
+			var metricsLn net.Listener
+			if metricsAddr != "" {
+				if metricsLn, err = net.Listen("tcp", opshttp.ListenAddr(metricsAddr)); err != nil {
+					ln.Close()
+					return fmt.Errorf("--metrics-addr: %w", err)
+				}
+				defer metricsLn.Close()
 			}
 			log := slog.New(slog.NewTextHandler(stderr, nil))
 			r, err := relay.Open(relay.Config{
@@ -57,6 +72,9 @@ func Command() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(stderr, "%s listening on ws://%s (data %s, relay pubkey %s)\n", cmd.CommandPath(), ln.Addr(), dataDir, r.PublicKey())
+			if metricsLn != nil {
+				defer opshttp.Serve(metricsLn, OpsHandler(r), cmd.CommandPath()+" metrics", stderr)()
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if err := relay.Serve(ctx, ln, r); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -76,6 +94,7 @@ func Command() *cobra.Command {
 	f.Duration(&writeTimeout, "write-timeout", "BUZZ_WRITE_TIMEOUT", relay.DefaultWriteTimeout, "how long one frame may take to reach a client before it is dropped as stalled")
 	f.Int64(&maxQueued, "max-queued-bytes", "BUZZ_MAX_QUEUED_BYTES", relay.DefaultMaxQueuedBytes, "bytes waiting to be written to one client before it is disconnected")
 	f.Int64(&maxBlob, "max-blob-bytes", "BUZZ_MAX_BLOB_BYTES", relay.DefaultMaxBlobBytes, "largest file PUT /upload accepts (Blossom blobs: in --data-dir/blobs, or PostgreSQL with --database)")
+	f.String(&metricsAddr, "metrics-addr", "BUZZ_METRICS_ADDR", "", "serve Prometheus /metrics and the /healthz, /readyz probes on this address (a bare :port is loopback; BUZZ_METRICS_PORT=<port> is :<port>; default: off)")
 	f.Duration(&reconnectDelay, "db-reconnect-delay", "BUZZ_RELAY_RECONNECT_DELAY", time.Second, "pause before a node reconnects its lost PostgreSQL change feed")
 	fl.define(f)
 	return cmd
@@ -101,4 +120,32 @@ func noBound[T int | time.Duration](v T) T {
 		return -1
 	}
 	return v
+}
+
+// metricsAddress is where metrics are served: --metrics-addr / BUZZ_METRICS_ADDR, else
+// upstream's BUZZ_METRICS_PORT as a loopback :port ("" = off).
+func metricsAddress(flag string, getenv func(string) string) (string, error) {
+	if flag != "" {
+		if !opshttp.CheckAddr(flag) {
+			return "", fmt.Errorf("--metrics-addr / BUZZ_METRICS_ADDR: %q is not host:port or :port", flag)
+		}
+		return flag, nil
+	}
+	port := strings.TrimSpace(getenv("BUZZ_METRICS_PORT"))
+	if port == "" {
+		return "", nil
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return "", fmt.Errorf("BUZZ_METRICS_PORT=%q is not a port number", port)
+	}
+	return ":" + port, nil
+}
+
+// OpsHandler serves r's operations endpoints on the metrics address: /metrics and the probes.
+func OpsHandler(r *relay.Relay) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", r.MetricsHandler())
+	mux.Handle("GET /healthz", r)
+	mux.Handle("GET /readyz", r)
+	return mux
 }

@@ -3,6 +3,7 @@ package stack
 import (
 	"context"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -110,5 +111,40 @@ func TestRunStoppedRightAfterItsBannerReturnsNil(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("Run stopped at its banner: %v", err)
+	}
+}
+
+func TestRunServesTheRelaysAndTheHarnesssMetricsOnTheMetricsAddress(t *testing.T) {
+	bin := testbin.Dir(t, "internal/testagent")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan Info, 1)
+	done := make(chan error, 1)
+	var out testbin.Output
+	go func() {
+		done <- Run(ctx, Config{DataDir: t.TempDir(), RelayAddr: "127.0.0.1:0", ConsoleAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0",
+			AgentCommand: filepath.Join(bin, "testagent"), AgentEnv: []string{"TESTAGENT_STATE_DIR=" + t.TempDir()},
+			AgentCwd: t.TempDir(), NoMCP: true, Out: &out, Ready: func(i Info) { ready <- i }})
+	}()
+	var info Info
+	select {
+	case info = <-ready:
+	case err := <-done:
+		t.Fatalf("Run: %v\n%s", err, out.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the stack did not come up within 60s:\n%s", out.String())
+	}
+	defer func() { cancel(); <-done }()
+	base := strings.TrimSuffix(info.MetricsURL, "/metrics")
+	for path, want := range map[string]string{"/metrics": "buzz_ws_connections_active", "/metrics/acp": "buzz_acp_turns_total", "/readyz": `"ok"`, "/healthz": `"ok"`} {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+			t.Errorf("%s: %d, want 200 with %s:\n%.400s", path, resp.StatusCode, want, body)
+		}
 	}
 }

@@ -25,10 +25,12 @@ import (
 	"github.com/buzz-harness/buzz/internal/console"
 	"github.com/buzz-harness/buzz/internal/harness"
 	"github.com/buzz-harness/buzz/internal/observer"
+	"github.com/buzz-harness/buzz/internal/opshttp"
 	"github.com/buzz-harness/buzz/internal/prompt"
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/protocol/ownerauth"
 	"github.com/buzz-harness/buzz/internal/relay"
+	"github.com/buzz-harness/buzz/internal/relaycmd"
 )
 
 // Defaults.
@@ -45,6 +47,9 @@ type Config struct {
 	DataDir     string // default ./.buzz
 	RelayAddr   string // host:port for the relay; default 127.0.0.1:3000
 	ConsoleAddr string // loopback host:port for the console; default 127.0.0.1:3001
+	// MetricsAddr, when set, serves the relay's Prometheus metrics at /metrics, the harness's at
+	// /metrics/acp and the relay's /healthz and /readyz; a bare :port is loopback.
+	MetricsAddr string
 	// AgentCommand is the ACP agent to run. "" runs this program's own `agent` subcommand
 	// (buzz agent: echo mode unless a model key is set), so no second binary is needed.
 	AgentCommand string
@@ -75,6 +80,7 @@ type Config struct {
 // Info is what a running stack tells its user.
 type Info struct {
 	RelayURL     string // ws://…
+	MetricsURL   string // http://…/metrics, when Config.MetricsAddr is set
 	HTTPURL      string // http://… (what the CLI's BUZZ_RELAY_URL gets)
 	ConsoleURL   string // with its token
 	DataDir      string
@@ -174,6 +180,8 @@ type starting struct {
 	agentCmd            string // "" until linkCommands: this program's `agent`
 	agentArgs, agentEnv []string
 	relayLn, consoleLn  net.Listener
+	metricsLn           net.Listener // nil without MetricsAddr
+	relay               *relay.Relay
 	ids                 Identities
 	self, mcpCommand    string // bin/buzz and bin/buzz-mcp ("" with NoMCP)
 	cliDir              string
@@ -210,6 +218,17 @@ func (s *starting) openPorts(context.Context) error {
 		return fail("%v", err)
 	}
 	s.consoleLn = ln
+	s.td.add(func() { ln.Close() }, "")
+	if s.cfg.MetricsAddr == "" {
+		return nil
+	}
+	if !opshttp.CheckAddr(s.cfg.MetricsAddr) {
+		return fail("--metrics-addr %q is not host:port or :port", s.cfg.MetricsAddr)
+	}
+	if ln, err = listen("metrics", opshttp.ListenAddr(s.cfg.MetricsAddr), "--metrics-addr"); err != nil {
+		return err
+	}
+	s.metricsLn = ln
 	s.td.add(func() { ln.Close() }, "")
 	return nil
 }
@@ -290,6 +309,7 @@ func (s *starting) startRelay(ctx context.Context) error {
 	if err != nil {
 		return fail("relay: %v", err)
 	}
+	s.relay = rl
 	addr := s.relayLn.Addr().String()
 	s.info.RelayURL, s.info.HTTPURL = "ws://"+addr, "http://"+addr
 	ln := s.relayLn
@@ -338,6 +358,13 @@ func (s *starting) startParts(ctx context.Context) error {
 	consoleTask := goTask(context.WithoutCancel(ctx), func(ctx context.Context) error { return console.Serve(ctx, ln, con) })
 	s.td.add(func() { consoleTask.stop() }, "buzz up: stopped the console")
 
+	if s.metricsLn != nil {
+		mux := relaycmd.OpsHandler(s.relay)
+		mux.Handle("GET /metrics/acp", h.MetricsHandler())
+		s.info.MetricsURL = "http://" + s.metricsLn.Addr().String() + "/metrics"
+		stop := opshttp.Serve(s.metricsLn, mux, "buzz up: metrics", s.cfg.Out)
+		s.td.add(stop, "")
+	}
 	fmt.Fprintf(s.cfg.Out, "buzz up: starting the agent (%s)\n", s.info.AgentCommand)
 	s.harness = goTask(ctx, h.Run)
 	s.td.add(func() { s.harness.stop() }, "buzz up: stopped the harness and the agent ("+s.info.AgentCommand+")")

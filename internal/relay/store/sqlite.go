@@ -228,6 +228,17 @@ func (s *SQLite) Close() error {
 	return err
 }
 
+// Ping checks that the database answers a query (readiness); ErrClosed after Close.
+func (s *SQLite) Ping(ctx context.Context) error {
+	s.sendMu.RLock()
+	closed := s.closed
+	s.sendMu.RUnlock()
+	if closed {
+		return ErrClosed
+	}
+	return s.r.QueryRowContext(ctx, `SELECT 1`).Scan(new(int))
+}
+
 // Update runs fn in a write transaction, serialized with every other write. A failing fn
 // rolls back only its own changes.
 func (s *SQLite) Update(ctx context.Context, fn func(Tx) error) error {

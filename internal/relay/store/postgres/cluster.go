@@ -25,7 +25,7 @@ import (
 
 // Notice kinds, the first field of a payload "<kind> <node> <rest>".
 const (
-	noticeEvent     = "e" // rest: seq of a stored event
+	noticeEvent     = "e" // rest: seqs of stored events, comma-separated (one transaction's)
 	noticeChannel   = "c" // rest: channel id whose row or members changed
 	noticeEphemeral = "x" // rest: "<channel id or -> <event JSON>"
 )
@@ -45,6 +45,30 @@ func newNodeID() string {
 func (t *pgTx) notify(kind, rest string) error {
 	_, err := t.tx.Exec(t.ctx, `SELECT pg_notify($1, $2)`, t.s.topic, kind+" "+t.s.node+" "+rest)
 	return err
+}
+
+// announce notifies the events the transaction saved: their seqs in as few notices as fit,
+// rather than one notice (and one round trip) per event.
+func (t *pgTx) announce() error {
+	room := maxNotifyBytes - len(noticeEvent+" "+t.s.node+" ")
+	var list []byte
+	for _, seq := range t.stored {
+		n := strconv.FormatInt(seq, 10)
+		if len(list) > 0 && len(list)+1+len(n) > room {
+			if err := t.notify(noticeEvent, string(list)); err != nil {
+				return err
+			}
+			list = list[:0]
+		}
+		if len(list) > 0 {
+			list = append(list, ',')
+		}
+		list = append(list, n...)
+	}
+	if len(list) == 0 {
+		return nil
+	}
+	return t.notify(noticeEvent, string(list))
 }
 
 // Publish passes an ephemeral (never stored) event to the other nodes.
@@ -240,20 +264,18 @@ func (s *Store) follow(ctx context.Context, p Peer, seen *recentSeqs, last *int6
 		node, rest, _ := strings.Cut(rest, " ")
 		switch kind {
 		case noticeEvent:
-			seq, err := strconv.ParseInt(rest, 10, 64)
-			if err != nil || !seen.add(seq) {
+			var fresh []int64
+			for _, f := range strings.Split(rest, ",") {
+				if seq, err := strconv.ParseInt(f, 10, 64); err == nil && seen.add(seq) {
+					*last = max(*last, seq)
+					fresh = append(fresh, seq)
+				}
+			}
+			if node == s.node || p.Stored == nil || len(fresh) == 0 {
 				continue
 			}
-			*last = max(*last, seq)
-			if node == s.node || p.Stored == nil {
-				continue
-			}
-			ev, ch, ok, err := loadSeq(ctx, conn, seq)
-			if err != nil {
+			if err := loadSeqs(ctx, conn, fresh, p.Stored); err != nil {
 				return err
-			}
-			if ok {
-				p.Stored(ev, ch)
 			}
 		case noticeChannel:
 			if node != s.node && p.ChannelChanged != nil {
@@ -275,16 +297,32 @@ func (s *Store) follow(ctx context.Context, p Peer, seen *recentSeqs, last *int6
 
 const eventCols = `e.id, e.pubkey, e.created_at, e.kind, e.tags, e.content, e.content_raw, e.sig, e.channel_id`
 
-func loadSeq(ctx context.Context, conn *pgx.Conn, seq int64) (*nostr.Event, string, bool, error) {
-	var ch string
-	ev, err := scanEvent(conn.QueryRow(ctx, `SELECT `+eventCols+` FROM events e WHERE e.seq = $1 AND e.deleted_at IS NULL`, seq), &ch)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, "", false, nil // replaced or deleted since: nothing to fan out
-	}
+// loadSeqs hands the events stored as seqs to stored, in seq order; one replaced or deleted
+// since is skipped: there is nothing to fan out.
+func loadSeqs(ctx context.Context, conn *pgx.Conn, seqs []int64, stored func(*nostr.Event, string)) error {
+	rows, err := conn.Query(ctx, `SELECT `+eventCols+` FROM events e WHERE e.seq = ANY($1) AND e.deleted_at IS NULL ORDER BY e.seq`, seqs)
 	if err != nil {
-		return nil, "", false, err
+		return err
 	}
-	return &ev, ch, true, nil
+	var evs []nostr.Event
+	var chans []string
+	for rows.Next() {
+		var ch string
+		ev, err := scanEvent(rows, &ch)
+		if err != nil {
+			rows.Close()
+			return err
+		}
+		evs, chans = append(evs, ev), append(chans, ch)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for i := range evs {
+		stored(&evs[i], chans[i])
+	}
+	return nil
 }
 
 // catchUp hands on other nodes' events stored since last, looking back catchUpMargin seqs

@@ -10,8 +10,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,6 +32,13 @@ type Store struct {
 	pool   *pgxpool.Pool
 	closed atomic.Bool
 
+	// UpdateAsync's writer (writer.go). sendMu makes Close wait for writes being queued, so
+	// none lands in the buffer after the writer has answered what was left there.
+	writes    chan *writeReq
+	quit      chan struct{}
+	writerEnd chan struct{}
+	sendMu    sync.RWMutex
+
 	// node names this Store in its change notices, so a node skips its own; topic is the
 	// NOTIFY channel, one per schema (nodes share a schema, tests each have their own).
 	node  string
@@ -45,12 +52,44 @@ var _ store.Store = (*Store)(nil)
 // serialization race to another writer (another request, or another node).
 const maxAttempts = 5
 
+// Option adjusts how Open sets the pool up.
+type Option func(*pgxpool.Config)
+
+// ObserveAcquire has f told how long each request waited for a pool connection (the relay's
+// buzz_db_pool_acquire_duration_seconds).
+func ObserveAcquire(f func(wait time.Duration)) Option {
+	return func(c *pgxpool.Config) { c.ConnConfig.Tracer = acquireTimer{f} }
+}
+
+// acquireTimer is a pgx tracer that times pool acquisitions only.
+type acquireTimer struct{ observe func(time.Duration) }
+
+type acquireStart struct{}
+
+func (acquireTimer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+func (acquireTimer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (acquireTimer) TraceAcquireStart(ctx context.Context, _ *pgxpool.Pool, _ pgxpool.TraceAcquireStartData) context.Context {
+	return context.WithValue(ctx, acquireStart{}, time.Now())
+}
+
+func (t acquireTimer) TraceAcquireEnd(ctx context.Context, _ *pgxpool.Pool, data pgxpool.TraceAcquireEndData) {
+	if start, ok := ctx.Value(acquireStart{}).(time.Time); ok && data.Err == nil {
+		t.observe(time.Since(start))
+	}
+}
+
 // Open connects to the database at url (postgres://…) and applies pending migrations.
 // Connection parameters such as search_path may be given in the URL.
-func Open(ctx context.Context, url string) (*Store, error) {
+func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: bad database URL: %w", err)
+	}
+	for _, o := range opts {
+		o(cfg)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -65,7 +104,10 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	return &Store{pool: pool, node: newNodeID(), topic: "buzz_relay:" + schema}, nil
+	s := &Store{pool: pool, node: newNodeID(), topic: "buzz_relay:" + schema,
+		writes: make(chan *writeReq, maxBatch), quit: make(chan struct{}), writerEnd: make(chan struct{})}
+	go s.writer()
+	return s, nil
 }
 
 // migrate applies the embedded migrations not yet recorded in schema_migrations, all in one
@@ -101,9 +143,22 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	})
 }
 
+// Ping checks that the database answers (readiness); store.ErrClosed after Close.
+func (s *Store) Ping(ctx context.Context) error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	return s.pool.Ping(ctx)
+}
+
 // Close closes the pool; later calls fail with store.ErrClosed.
 func (s *Store) Close() error {
-	if s.closed.CompareAndSwap(false, true) {
+	s.sendMu.Lock()
+	first := s.closed.CompareAndSwap(false, true)
+	s.sendMu.Unlock()
+	if first {
+		close(s.quit)
+		<-s.writerEnd
 		s.pool.Close()
 	}
 	return nil
@@ -119,7 +174,13 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	}
 	var err error
 	for range maxAttempts {
-		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return fn(&pgTx{ctx: ctx, tx: tx, s: s}) })
+		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			t := &pgTx{ctx: ctx, tx: tx, s: s}
+			if err := fn(t); err != nil {
+				return err
+			}
+			return t.announce()
+		})
 		if !retryable(err) {
 			break
 		}
@@ -141,9 +202,10 @@ func (s *Store) wrap(err error) error {
 }
 
 type pgTx struct {
-	ctx context.Context
-	tx  pgx.Tx
-	s   *Store
+	ctx    context.Context
+	tx     pgx.Tx
+	s      *Store
+	stored []int64 // seqs of the events saved, for announce
 }
 
 // text makes s storable as PostgreSQL text, which holds neither NUL nor invalid UTF-8. Used on
@@ -181,31 +243,32 @@ func (t *pgTx) SaveEvent(ev *nostr.Event, channelID string) error {
 		r := string(b)
 		content, raw = c, &r
 	}
+	// The event and its tag rows in one statement: one round trip per event on the ingest path.
+	var mine tagRows
+	mine.add(ev.Tags, int64(ev.CreatedAt), 0)
 	var seq int64
-	err = t.tx.QueryRow(t.ctx, `INSERT INTO events (id, pubkey, created_at, kind, tags, content, content_raw, sig, channel_id, d_tag, origin)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (id) DO NOTHING RETURNING seq`,
-		text(ev.ID), text(ev.PubKey), int64(ev.CreatedAt), ev.Kind, string(tags), content, raw, text(ev.Sig), ch, d, t.s.node).Scan(&seq)
+	err = t.tx.QueryRow(t.ctx, `WITH ins AS (
+			INSERT INTO events (id, pubkey, created_at, kind, tags, content, content_raw, sig, channel_id, d_tag, origin)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (id) DO NOTHING RETURNING seq),
+		tag_rows AS (
+			INSERT INTO event_tags (name, value, created_at, seq)
+			SELECT u.name, u.value, $3, ins.seq FROM ins, unnest($12::text[], $13::text[]) AS u(name, value))
+		SELECT seq FROM ins`,
+		text(ev.ID), text(ev.PubKey), int64(ev.CreatedAt), ev.Kind, string(tags), content, raw, text(ev.Sig), ch, d, t.s.node,
+		mine.names, mine.values).Scan(&seq)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.ErrDuplicate
 	}
 	if err != nil {
 		return err
 	}
-	var mine tagRows
-	mine.add(ev.Tags, int64(ev.CreatedAt), seq)
-	if len(mine.names) > 0 {
-		_, err = t.tx.Exec(t.ctx, `INSERT INTO event_tags (name, value, created_at, seq)
-			SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])`, mine.names, mine.values, mine.createdAt, mine.seqs)
-		if err != nil {
-			return err
-		}
-	}
 	if ev.Kind == protocol.KindPrivateReminder {
 		if err := t.schedule(ev); err != nil {
 			return err
 		}
 	}
-	return t.notify(noticeEvent, strconv.FormatInt(seq, 10))
+	t.stored = append(t.stored, seq) // notified once per transaction (announce)
+	return nil
 }
 
 // replace removes the versions stored at addr that ev replaces, or refuses ev (store.Replaces).

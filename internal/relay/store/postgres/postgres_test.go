@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/url"
 	"os"
 	"sync"
@@ -229,5 +230,72 @@ func writeSecondSchema(t *testing.T, url string, evs []storetest.LegacyEvent) {
 		for _, k := range store.IndexedTags(ev.Tags, nil) {
 			exec(`INSERT INTO event_tags (seq, name, value, created_at) VALUES ($1, $2, $3, $4)`, seq, k.Name, k.Value, int64(ev.CreatedAt))
 		}
+	}
+}
+
+// Writes queued together commit in one transaction; one that fails after writing undoes only
+// its own changes, and the others still commit, as with SQLite's writer.
+func TestPostgresBatchedWriteFailureUndoesOnlyItsOwnChanges(t *testing.T) {
+	s := open(t, pgtest.URL(t))
+	ctx := context.Background()
+	sk := nostr.GeneratePrivateKey()
+	event := func(content string) *nostr.Event {
+		ev := &nostr.Event{Kind: 1, CreatedAt: 1, Content: content, Tags: nostr.Tags{{"t", content}}}
+		if err := ev.Sign(sk); err != nil {
+			t.Fatal(err)
+		}
+		return ev
+	}
+	a, b, c := event("a"), event("b"), event("c")
+	// Hold the writer so the next three writes queue up and form one batch.
+	release := make(chan struct{})
+	held := s.UpdateAsync(ctx, func(store.Tx) error { <-release; return nil })
+	errBoom := errors.New("boom")
+	results := []<-chan error{
+		s.UpdateAsync(ctx, func(tx store.Tx) error { return tx.SaveEvent(a, "") }),
+		s.UpdateAsync(ctx, func(tx store.Tx) error {
+			if err := tx.SaveEvent(b, ""); err != nil {
+				return err
+			}
+			return errBoom
+		}),
+		s.UpdateAsync(ctx, func(tx store.Tx) error { return tx.SaveEvent(c, "") }),
+		s.UpdateAsync(ctx, func(tx store.Tx) error { return tx.SaveEvent(a, "") }),
+	}
+	close(release)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []error{nil, errBoom, nil, store.ErrDuplicate} {
+		if got := <-results[i]; !errors.Is(got, want) {
+			t.Fatalf("write %d: %v, want %v", i, got, want)
+		}
+	}
+	for _, c := range []struct {
+		ev   *nostr.Event
+		want bool
+	}{{a, true}, {b, false}, {c, true}} {
+		got, _, err := s.Event(ctx, c.ev.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (got != nil) != c.want {
+			t.Errorf("event %q stored = %v, want %v", c.ev.Content, got != nil, c.want)
+		}
+		n, err := s.Count(ctx, store.Access{}, []store.Filter{{Filter: nostr.Filter{Tags: nostr.TagMap{"t": {c.ev.Content}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (n == 1) != c.want {
+			t.Errorf("event %q found by its tag %d times, want stored = %v", c.ev.Content, n, c.want)
+		}
+	}
+}
+
+func TestPostgresQueuedWritesAfterCloseFailWithErrClosed(t *testing.T) {
+	s := open(t, pgtest.URL(t))
+	s.Close()
+	if err := <-s.UpdateAsync(context.Background(), func(store.Tx) error { return nil }); !errors.Is(err, store.ErrClosed) {
+		t.Fatalf("UpdateAsync after Close: %v, want store.ErrClosed", err)
 	}
 }
