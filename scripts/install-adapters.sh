@@ -6,18 +6,19 @@
 #   BUZZ_ADAPTER_CACHE  cache root (default $HOME/.cache/buzz-adapters)
 #
 # Layout: $BUZZ_ADAPTER_CACHE/<dir>/node_modules/<package>/package.json, where <dir> is
-#   claude-acp-0.101.0, zed-claude-acp-0.23.1, zed-codex-acp-0.16.0
+#   claude-acp-0.101.0, zed-claude-acp-0.23.1, zed-codex-acp-0.16.0, acp-codex-acp-2.6.0
 # (internal/interop finds the adapters by the same names).
 set -euo pipefail
 
 root="${BUZZ_ADAPTER_CACHE:-$HOME/.cache/buzz-adapters}"
 mkdir -p "$root"
 
-# dir|package|version — keep in step with internal/interop/adapters_test.go.
+# dir|package|version — keep in step with internal/interop/stack_test.go.
 adapters=(
   "claude-acp-0.101.0|@agentclientprotocol/claude-agent-acp|0.101.0"
   "zed-claude-acp-0.23.1|@zed-industries/claude-agent-acp|0.23.1"
   "zed-codex-acp-0.16.0|@zed-industries/codex-acp|0.16.0"
+  "acp-codex-acp-2.6.0|@agentclientprotocol/codex-acp|2.6.0"
 )
 
 installed_version() { # prints the installed version of package $2 in dir $1, or nothing

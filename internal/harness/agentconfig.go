@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/buzz-harness/buzz/internal/acp"
 )
@@ -30,7 +31,8 @@ type agentSettings struct {
 	Model, Mode, Effort string
 }
 
-// permissionModes maps every accepted spelling (lower case, without - and _) to the wire string.
+// permissionModes maps every spelling of Claude's mode names (lower case, without - and _) to
+// the wire string: the aliases upstream's --permission-mode takes.
 var permissionModes = map[string]string{
 	"default":           "default",
 	"auto":              "auto",
@@ -40,13 +42,24 @@ var permissionModes = map[string]string{
 	"plan":              "plan",
 }
 
-// PermissionModeWire turns a --permission-mode value (kebab or camel case) into its wire string.
+// maxModeID bounds a mode id typed by hand; real ones (URL-style included) are far shorter.
+const maxModeID = 256
+
+// PermissionModeWire turns a --permission-mode (or !mode) value into the mode id sent to the
+// agent. Claude's names are taken in kebab or camel case (accept-edits → acceptEdits); any other
+// id goes as typed (codex-acp's read-only, URL-style ids), since only the agent knows its modes:
+// each session checks the value against the modes the agent advertised for it. Only a value
+// that cannot be a mode id (empty, spaces, control characters, over 256 bytes) is refused.
 func PermissionModeWire(s string) (string, error) {
-	k := strings.ToLower(strings.NewReplacer("-", "", "_", "").Replace(strings.TrimSpace(s)))
+	s = strings.TrimSpace(s)
+	k := strings.ToLower(strings.NewReplacer("-", "", "_", "").Replace(s))
 	if w, ok := permissionModes[k]; ok {
 		return w, nil
 	}
-	return "", fmt.Errorf("must be default, auto, acceptEdits, bypassPermissions, dontAsk or plan (kebab-case accepted), got %q", s)
+	if s == "" || len(s) > maxModeID || strings.ContainsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
+		return "", fmt.Errorf("must be a mode id the agent advertises (or default, auto, acceptEdits, bypassPermissions, dontAsk, plan; kebab-case accepted), got %q", s)
+	}
+	return s, nil
 }
 
 // Outcome statuses of one setting.
@@ -238,6 +251,13 @@ func (o *sessionOpener) applyOnOpen(ctx context.Context, agent caller, want agen
 	for _, r := range results {
 		if r.Status == settingApplied {
 			o.log.Debug("agent setting applied", "setting", r.Setting, "value", r.Value, "method", r.Method, "session", sess.ID)
+			continue
+		}
+		if r.Setting == settingMode && r.Status == settingUnknown {
+			// A mode the agent does not have: a typo, or a mode of another agent. Say which it has.
+			o.log.Error(fmt.Sprintf("permission mode %q is not a mode the agent offers (it offers %s); the session keeps the agent's default mode",
+				r.Value, strings.Join(r.Available, ", ")), "setting", r.Setting, "value", r.Value, "status", r.Status,
+				"available", strings.Join(r.Available, ","), "session", sess.ID)
 			continue
 		}
 		o.log.Warn("agent setting not applied; keeping the agent's default", "setting", r.Setting, "value", r.Value,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/buzz-harness/buzz/internal/acp"
@@ -61,8 +62,19 @@ func TestPermissionModeAcceptsKebabAndCamelCase(t *testing.T) {
 			t.Errorf("%q → %q, %v; want %q", in, got, err, want)
 		}
 	}
-	if _, err := PermissionModeWire("yolo"); err == nil {
-		t.Fatal("an unknown mode was accepted")
+}
+
+func TestPermissionModeTakesAnyOtherModeIDAsTyped(t *testing.T) {
+	for _, id := range []string{"read-only", "workspace-write", "agent", "agent-full-access", "yolo",
+		"https://agentclientprotocol.com/protocol/session-modes#autopilot"} {
+		if got, err := PermissionModeWire(" " + id + " "); err != nil || got != id {
+			t.Errorf("%q → %q, %v; want it as typed", id, got, err)
+		}
+	}
+	for _, bad := range []string{"", "  ", "read only", "pl\nan", "a\x00b", strings.Repeat("m", 257)} {
+		if _, err := PermissionModeWire(bad); err == nil || !strings.Contains(err.Error(), "mode id the agent advertises") {
+			t.Errorf("%q accepted (err %v)", bad, err)
+		}
 	}
 }
 

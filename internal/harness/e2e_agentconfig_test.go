@@ -88,12 +88,51 @@ func TestAgentRefusingASettingKeepsTheAgentAndAnswers(t *testing.T) {
 	}
 }
 
-func TestUnknownPermissionModeIsAStartupError(t *testing.T) {
+func TestMalformedPermissionModeIsAStartupError(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
-	out := runBuzzACPEnv(t, s, "BUZZ_ACP_PERMISSION_MODE=yolo")
-	if !strings.Contains(out, "--permission-mode") || !strings.Contains(out, `"yolo"`) {
+	out := runBuzzACPEnv(t, s, "BUZZ_ACP_PERMISSION_MODE=read only")
+	if !strings.Contains(out, "--permission-mode") || !strings.Contains(out, `"read only"`) {
 		t.Fatalf("output does not name the flag and value:\n%s", out)
+	}
+}
+
+// codexModes is the mode list codex-acp 2.6 advertises (legacy modes, so set through session/set_mode).
+const codexModes = `{"modes":{"currentModeId":"agent","availableModes":[{"id":"read-only","name":"Read Only"},
+ {"id":"workspace-write","name":"Workspace"},{"id":"agent","name":"Agent"},{"id":"agent-full-access","name":"Full Access"}]}}`
+
+// urlModeID is a URL-style mode id (copilot's kind), offered through a config option of category mode.
+const urlModeID = "https://agentclientprotocol.com/protocol/session-modes#autopilot"
+
+func TestPermissionModeTakesAnyModeTheAgentAdvertises(t *testing.T) {
+	t.Parallel()
+	urlModes := `{"configOptions":[{"id":"mode","name":"Mode","category":"mode","type":"select","currentValue":"https://agentclientprotocol.com/protocol/session-modes#agent",
+ "options":[{"value":"https://agentclientprotocol.com/protocol/session-modes#agent","name":"Agent"},{"value":"` + urlModeID + `","name":"Autopilot"}]}]}`
+	for _, c := range []struct{ name, state, mode, want string }{
+		{"codex read-only", codexModes, "read-only", "session/set_mode read-only"},
+		{"codex agent-full-access", codexModes, "agent-full-access", "session/set_mode agent-full-access"},
+		{"url-style id", urlModes, urlModeID, "session/set_config_option mode=" + urlModeID},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s := newStack(t)
+			s.start([]string{"--permission-mode", c.mode}, "TESTAGENT_SESSION_STATE="+c.state)
+			s.waitReply(s.mention(s.ownerSK, "hi").ID)
+			if got := s.setCalls(); len(got) != 1 || got[0] != c.want {
+				t.Fatalf("set calls %q, want [%s]", got, c.want)
+			}
+		})
+	}
+}
+
+func TestPermissionModeTheAgentDoesNotOfferIsAnErrorListingItsModes(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	s.start([]string{"--permission-mode", "readonly"}, "TESTAGENT_SESSION_STATE="+codexModes)
+	s.waitReply(s.mention(s.ownerSK, "hi").ID)
+	s.waitLog(`level=ERROR msg="permission mode \"readonly\" is not a mode the agent offers (it offers agent, agent-full-access, read-only, workspace-write)`, 5*time.Second)
+	if got := s.setCalls(); len(got) != 0 {
+		t.Fatalf("set calls %q: a mode the agent does not offer was sent", got)
 	}
 }
 

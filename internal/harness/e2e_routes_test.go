@@ -1,11 +1,17 @@
 package harness_test
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/buzz-harness/buzz/internal/prompt"
+	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 // standingIn reports whether a prompt text carries the standing [Base] section.
@@ -183,5 +189,125 @@ func TestUserMessageRouteBriefsAgainAfterMaxTokens(t *testing.T) {
 	}
 	if len(s.methods("session/new")) != 2 {
 		t.Fatalf("%d session/new, want 2", len(s.methods("session/new")))
+	}
+}
+
+// promptBlocks is the text blocks of each session/prompt the agent received, in order.
+func (s *stack) promptBlocks() [][]string {
+	var out [][]string
+	for _, r := range s.methods("session/prompt") {
+		var p struct {
+			Prompt []struct{ Text string } `json:"prompt"`
+		}
+		_ = json.Unmarshal(r.Params, &p)
+		var texts []string
+		for _, b := range p.Prompt {
+			texts = append(texts, b.Text)
+		}
+		out = append(out, texts)
+	}
+	return out
+}
+
+// standingBytes is the size of the standing sections leading a prompt's blocks.
+func standingBytes(blocks []string) int {
+	n := 0
+	for _, b := range blocks[:len(prompt.ParseStandingBlocks(blocks))] {
+		n += len(b)
+	}
+	return n
+}
+
+// briefedThenRestarted answers one mention on the user-message route with the agent's env
+// before, SIGKILLs buzz-acp (once ready, if given, has waited for what must be on disk),
+// restarts it with env after and answers a follow-up in the same thread. It returns the blocks
+// of both prompts.
+func briefedThenRestarted(t *testing.T, before, after []string, ready func(s *stack)) (*stack, [][]string) {
+	t.Helper()
+	s := newStack(t)
+	s.start(nil, before...)
+	first := s.mention(s.ownerSK, "one")
+	r1 := s.waitReply(first.ID)
+	s.waitLog("turn done", 20*time.Second) // the test agent saves its history after posting the reply
+	if ready != nil {
+		ready(s)
+	}
+	s.kill()
+	s.start(nil, after...)
+	s.mention(s.ownerSK, "two", replyTo(first.ID))
+	s.waitNewReply(first.ID, r1)
+	s.waitLog("turn done", 20*time.Second)
+	ps := s.promptBlocks()
+	if len(ps) != 2 || standingBytes(ps[0]) == 0 {
+		t.Fatalf("%d prompts; the first must carry the standing context", len(ps))
+	}
+	return s, ps
+}
+
+// waitStoreMark waits until the session store file records a briefed session.
+func (s *stack) waitStoreMark() {
+	s.t.Helper()
+	path := filepath.Join(s.stateDir, "sessions-"+s.agentPK+".json")
+	testwait.Eventually(s.t, 10*time.Second, func() bool {
+		b, _ := os.ReadFile(path)
+		return strings.Contains(string(b), `"standingDelivered": true`)
+	}, "the session store to mark the session briefed")
+}
+
+func TestUserMessageRouteIsNotBriefedAgainAfterRestartWhoseLoadReplaysTheBriefing(t *testing.T) {
+	t.Parallel()
+	s, ps := briefedThenRestarted(t, nil, nil, nil)
+	if len(s.methods("session/load")) != 1 {
+		t.Fatalf("session/load ×%d, want 1", len(s.methods("session/load")))
+	}
+	if standingBytes(ps[1]) != 0 {
+		t.Fatalf("the reloaded session got the standing context again:\n%.200s", ps[1][0])
+	}
+	t.Logf("bytes not re-sent per restart: %d", standingBytes(ps[0]))
+}
+
+func TestUserMessageRouteIsNotBriefedAgainAfterRestartWithSessionResume(t *testing.T) {
+	t.Parallel()
+	s, ps := briefedThenRestarted(t, []string{"TESTAGENT_CAPS=resume"}, []string{"TESTAGENT_CAPS=resume"},
+		func(s *stack) { s.waitStoreMark() })
+	if len(s.methods("session/resume")) != 1 {
+		t.Fatalf("session/resume ×%d, want 1", len(s.methods("session/resume")))
+	}
+	if standingBytes(ps[1]) != 0 {
+		t.Fatalf("the resumed session got the standing context again:\n%.200s", ps[1][0])
+	}
+}
+
+func TestUserMessageRouteIsBriefedAgainWhenTheLoadReplayLacksTheBriefing(t *testing.T) {
+	t.Parallel()
+	// The store says briefed, but the agent's history came back without it: the replay wins.
+	_, ps := briefedThenRestarted(t, nil, []string{"TESTAGENT_NO_REPLAY=1"}, func(s *stack) { s.waitStoreMark() })
+	if standingBytes(ps[1]) == 0 {
+		t.Fatal("a reloaded session whose history lacks the standing context was not briefed")
+	}
+}
+
+func TestUserMessageRouteIsBriefedAgainAfterResumeOfARecordWithoutTheMark(t *testing.T) {
+	t.Parallel()
+	// A store file written before the mark existed: the session is briefed again, as before.
+	_, ps := briefedThenRestarted(t, []string{"TESTAGENT_CAPS=resume"}, []string{"TESTAGENT_CAPS=resume"}, func(s *stack) {
+		s.waitStoreMark()
+		path := filepath.Join(s.stateDir, "sessions-"+s.agentPK+".json")
+		s.kill() // the harness must not rewrite the file after the edit
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := strings.Replace(string(b), `,
+      "standingDelivered": true`, "", 1)
+		if old == string(b) {
+			t.Fatalf("no mark to strip in %s", b)
+		}
+		if err := os.WriteFile(path, []byte(old), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if standingBytes(ps[1]) == 0 {
+		t.Fatal("a resumed session without the stored mark was not briefed")
 	}
 }

@@ -11,14 +11,15 @@ import (
 
 // activity is the harness's side of the activity feed: what turns, sessions and agents did, as
 // observer events. It is also where every session/update from the agents arrives first, for the
-// bookkeeping that reads them (goose run ids, running costs, the turns' transcripts). Any
-// goroutine may use it.
+// bookkeeping that reads them (goose run ids, running costs, the turns' transcripts, replayed
+// histories). Any goroutine may use it.
 type activity struct {
-	bus    *observer.Bus
-	cwd    string // the agents' working directory, which the standing context names
-	costs  *costTracker
-	runIDs *runIDs
-	turns  *transcripts
+	bus     *observer.Bus
+	cwd     string // the agents' working directory, which the standing context names
+	costs   *costTracker
+	runIDs  *runIDs
+	turns   *transcripts
+	replays *replayWatch
 }
 
 // emit publishes a turn's event.
@@ -97,6 +98,7 @@ func (h *activity) onUpdate(u acp.SessionUpdate) {
 	h.runIDs.observe(u)
 	h.costs.observe(u)
 	h.turns.observe(u)
+	h.replays.observe(u)
 	h.bus.Publish(observer.Scope{SessionID: u.SessionID}, observer.AgentUpdate{Kind: u.Kind, Replay: u.Replay,
 		Text: clip(u.Text), ToolCallID: u.ToolCallID, Title: u.Title, Status: u.Status})
 }

@@ -99,6 +99,7 @@ type Harness struct {
 	costs    costTracker    // each ACP session's running cost (usage_update), for turn metrics
 	runIDs   runIDs         // goose's active run per session, for its steer method
 	turns    transcripts    // what each prompting turn's agent writes and sends (reply.go)
+	replays  replayWatch    // whether a loading session's replayed history was briefed (session.go)
 	follows  *followSet     // the followed threads; nil with thread follow off
 	replies  replyCounts    // the safety net's silent turns, for !status
 	turnEnds turnEnds
@@ -180,11 +181,11 @@ func New(cfg Config) (*Harness, error) {
 		h.store.Close()
 		return nil, err
 	}
-	h.feed = &activity{bus: h.bus, cwd: cfg.AgentCwd, costs: &h.costs, runIDs: &h.runIDs, turns: &h.turns}
+	h.feed = &activity{bus: h.bus, cwd: cfg.AgentCwd, costs: &h.costs, runIDs: &h.runIDs, turns: &h.turns, replays: &h.replays}
 	h.relay = &relayClient{bridge: client.NewBridge(cfg.RelayURL, cfg.SecretKey), self: pk, cfg: &h.cfg, log: h.log, clock: clk}
 	h.ack = newAcker(&h.cfg, pk, h.relay.bridge, h.log, &h.tasks)
 	h.asker = newPermAsker(&h.cfg, pk, h.relay, h.feed, h.inbox.questions, filepath.Join(cfg.StateDir, "permissions-"+pk+".json"))
-	h.sessions = &sessionOpener{cfg: &h.cfg, store: h.store, relay: h.relay, feed: h.feed, log: h.log, clock: clk}
+	h.sessions = &sessionOpener{cfg: &h.cfg, store: h.store, relay: h.relay, feed: h.feed, replays: &h.replays, log: h.log, clock: clk}
 	h.pool = &pool{
 		cfg: &h.cfg, log: h.log, clock: clk, tasks: &h.tasks,
 		client: acp.ClientConfig{

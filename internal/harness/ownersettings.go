@@ -19,7 +19,7 @@ func (h *Harness) ownerSetting(ctx context.Context, setting, value string, c *ch
 	k := h.convOf(c, ev)
 	if setting == settingMode {
 		if w, err := PermissionModeWire(value); err == nil {
-			value = w // agents may offer other modes (codex: read-only, …): those go as typed
+			value = w // Claude's names in any spelling; other ids (codex: read-only, …) as typed
 		}
 	}
 	h.log.Info("owner command", "command", "!"+setting, "value", value, "channel", c.ID, "conversation", k.String())

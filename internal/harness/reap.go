@@ -85,7 +85,7 @@ func (r *agentRecord) close() {
 }
 
 // reapOrphans kills the process groups of agents a previous harness left running and says how
-// many it killed.
+// many had something still running (only then may a reply be in flight: the caller waits for it).
 func (p *pool) reapOrphans() (killed int) {
 	raw, err := os.ReadFile(p.record.path)
 	if err != nil {
@@ -101,17 +101,40 @@ func (p *pool) reapOrphans() (killed int) {
 		if !ok || st.start != a.StartTime {
 			continue
 		}
-		// A zombie leader is dead already (its parent, the killed harness, never reaped it);
-		// what it started may still run in its group, so the group is killed either way.
-		if st.zombie {
-			p.log.Debug("killing the process group of an agent that already exited", "pid", a.PID)
-		} else {
+		// A zombie leader is dead already (its parent, the killed harness, never reaped it), but
+		// what it started may still run in its group: only a live member is "left running".
+		switch {
+		case !st.zombie:
 			p.log.Warn("killing agent left running by a previous buzz-acp", "pid", a.PID)
+		case groupAlive(a.PID):
+			p.log.Warn("killing what an agent of a previous buzz-acp left running in its process group; the agent itself had exited", "pid", a.PID)
+		default:
+			p.log.Debug("agent of a previous buzz-acp had already exited, with nothing left in its process group", "pid", a.PID)
+			continue
 		}
 		_ = syscall.Kill(-a.PID, syscall.SIGKILL)
 		killed++
 	}
 	return killed
+}
+
+// groupAlive reports whether a process of group pgid runs (is not a zombie). When /proc cannot
+// be listed it says yes: the group is killed, which is harmless if it was empty.
+func groupAlive(pgid int) bool {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return true
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, ok := readProcStat(pid); ok && st.pgrp == pgid && !st.zombie {
+			return true
+		}
+	}
+	return false
 }
 
 // procStartTime reads a process's start time (clock ticks since boot).
@@ -123,6 +146,7 @@ func procStartTime(pid int) (uint64, bool) {
 type procStat struct {
 	start  uint64 // clock ticks since boot
 	zombie bool   // exited, not yet reaped
+	pgrp   int    // process group
 }
 
 // readProcStat reads what /proc/<pid>/stat says of a process's start and state.
@@ -136,10 +160,11 @@ func readProcStat(pid int) (procStat, bool) {
 	if i < 0 {
 		return procStat{}, false
 	}
-	f := strings.Fields(s[i+1:]) // f[0] is field 3 (state); starttime is field 22
+	f := strings.Fields(s[i+1:]) // f[0] is field 3 (state), f[2] field 5 (pgrp); starttime is field 22
 	if len(f) < 20 {
 		return procStat{}, false
 	}
 	n, err := strconv.ParseUint(f[19], 10, 64)
-	return procStat{start: n, zombie: f[0] == "Z"}, err == nil
+	pg, perr := strconv.Atoi(f[2])
+	return procStat{start: n, zombie: f[0] == "Z", pgrp: pg}, err == nil && perr == nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/buzz-harness/buzz/internal/acp"
@@ -59,6 +60,7 @@ type sessionOpener struct {
 	store   *sessionstore.Store
 	relay   *relayClient
 	feed    sessionFeed
+	replays *replayWatch
 	log     *slog.Logger
 	clock   clock.Clock
 	metrics *opsMetrics
@@ -133,7 +135,7 @@ func (o *sessionOpener) open(ctx context.Context, in turnInput) (*convSession, P
 	standing := o.relay.standing(ctx, in.channel, true)
 	spec := sessionSpec{channel: &in.channel, conv: in.conv, route: route, system: standing.SystemPrompt(o.cfg.AgentCwd), fresh: in.fresh}
 	if rec, ok := o.store.Get(in.conv, o.cfg.sessionOrigin()); ok && !in.fresh && !in.noResume && (in.ident.Resume || in.ident.LoadSession) {
-		sess, err := o.resume(ctx, in, spec, rec.SessionID, standing)
+		sess, err := o.resume(ctx, in, spec, rec, standing)
 		if !errors.Is(err, errResumeRefused) {
 			return sess, ProbeUnknown, err
 		}
@@ -141,19 +143,27 @@ func (o *sessionOpener) open(ctx context.Context, in turnInput) (*convSession, P
 	return o.create(ctx, in, spec, standing)
 }
 
-// resume asks the agent for the remembered session id. errResumeRefused means open a new one.
-func (o *sessionOpener) resume(ctx context.Context, in turnInput, spec sessionSpec, id string, standing prompt.Standing) (*convSession, error) {
-	ch := in.channel
+// resume asks the agent for the remembered session. errResumeRefused means open a new one.
+//
+// Whether the session already holds the standing context (user-message route) survives the
+// restart: after session/resume, which replays nothing, the record's mark says so; after
+// session/load the replayed history is the evidence, whatever the record says (an agent that
+// lost or compacted the history gets the standing context again).
+func (o *sessionOpener) resume(ctx context.Context, in turnInput, spec sessionSpec, rec sessionstore.Record, standing prompt.Standing) (*convSession, error) {
+	ch, id := in.channel, rec.SessionID
 	params := o.params(spec)
 	params.SessionID = id
 	method := "session/load"
 	var err error
 	var state *acp.SessionState
+	briefed := rec.StandingDelivered
 	if in.ident.Resume {
 		method = "session/resume"
 		state, err = in.proc.ResumeSessionState(ctx, params)
 	} else {
+		o.replays.begin(id)
 		state, err = in.proc.LoadSessionState(ctx, params)
+		briefed = o.replays.end(id)
 	}
 	var rpc *acp.RPCError
 	switch {
@@ -161,6 +171,12 @@ func (o *sessionOpener) resume(ctx context.Context, in turnInput, spec sessionSp
 		o.metrics.resumed(resumeOutcome(method))
 		o.store.Touch(in.conv, o.clock.Now())
 		sess := &convSession{ID: id, Route: spec.route, Delivered: map[string]bool{}, Resumed: true, opening: &standing, state: state}
+		if spec.route == RouteUserMessage && briefed {
+			sess.StandingSent = true
+			o.store.MarkStandingDelivered(in.conv, id) // a record from before the mark existed
+			o.log.Info("resumed session already holds the standing context; not sending it again",
+				"conversation", in.conv.String(), "session", id, "method", method)
+		}
 		o.feed.emitSession(in, sess, observer.SessionResumed{SessionID: id, Method: method})
 		if err := o.applyOnOpen(ctx, in.proc, in.want, sess); err != nil {
 			return nil, err // the agent stopped answering: the loop respawns it
@@ -256,8 +272,80 @@ func (o *sessionOpener) initialMessage(ctx context.Context, in turnInput, sess *
 	_, err := in.proc.Prompt(ctx, sess.ID, blocks, o.cfg.promptOptions())
 	if err == nil && !sess.Route.SystemRole() {
 		sess.StandingSent = true
+		o.store.MarkStandingDelivered(in.conv, sess.ID)
 	}
 	return err
+}
+
+// replayWatch reads the history agents replay on session/load (updates marked Replay, all
+// delivered before the load returns) for one fact: does a replayed user message open with a
+// standing section, i.e. was the session briefed before the restart.
+type replayWatch struct {
+	mu      sync.Mutex
+	loading map[string]*replayScan // by session id, while its session/load runs
+}
+
+// replayScan is one loading session's scan; replayWatch's mutex guards it.
+type replayScan struct {
+	head    strings.Builder // the start of the user message being replayed
+	inUser  bool
+	briefed bool
+}
+
+// replayHead bounds what is kept of each replayed user message: only its first line matters.
+const replayHead = 256
+
+func (w *replayWatch) begin(sessionID string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.loading == nil {
+		w.loading = map[string]*replayScan{}
+	}
+	w.loading[sessionID] = &replayScan{}
+}
+
+// end stops watching the session and reports whether its replay showed the standing context.
+func (w *replayWatch) end(sessionID string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	sc := w.loading[sessionID]
+	delete(w.loading, sessionID)
+	if sc == nil {
+		return false
+	}
+	sc.endMessage()
+	return sc.briefed
+}
+
+func (w *replayWatch) observe(u acp.SessionUpdate) {
+	if !u.Replay {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	sc := w.loading[u.SessionID]
+	if sc == nil {
+		return
+	}
+	if u.Kind != acp.UpdateUserMessageChunk {
+		sc.endMessage()
+		return
+	}
+	if !sc.inUser {
+		sc.head.Reset()
+		sc.inUser = true
+	}
+	if room := replayHead - sc.head.Len(); room > 0 {
+		sc.head.WriteString(u.Text[:min(room, len(u.Text))])
+	}
+}
+
+// endMessage judges the user message replayed so far (its chunks may split a header).
+func (sc *replayScan) endMessage() {
+	if sc.inUser && len(prompt.ParseStandingSections(sc.head.String())) > 0 {
+		sc.briefed = true
+	}
+	sc.inUser = false
 }
 
 // commandLine is the agent command as remembered with its sessions.

@@ -116,3 +116,43 @@ func TestValidateRefusesFileServerNamedLikeTheMcpCommandServer(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestReplayWatchFindsTheBriefingOnlyAtTheStartOfAReplayedUserMessage(t *testing.T) {
+	chunk := func(kind, text string, replay bool) acp.SessionUpdate {
+		return acp.SessionUpdate{SessionID: "s1", Kind: kind, Text: text, Replay: replay}
+	}
+	cases := []struct {
+		name    string
+		updates []acp.SessionUpdate
+		want    bool
+	}{
+		{"briefed first message", []acp.SessionUpdate{
+			chunk(acp.UpdateUserMessageChunk, "[Base]\nYou are on Buzz.\n\n[Context]\n…", true),
+			chunk(acp.UpdateAgentMessageChunk, "ok", true)}, true},
+		{"header split across chunks", []acp.SessionUpdate{
+			chunk(acp.UpdateUserMessageChunk, "[Ba", true), chunk(acp.UpdateUserMessageChunk, "se]\nbody", true)}, true},
+		{"header quoted mid-message", []acp.SessionUpdate{
+			chunk(acp.UpdateUserMessageChunk, "someone wrote\n[Base]\nhere", true)}, false},
+		{"header only in the agent's text", []acp.SessionUpdate{
+			chunk(acp.UpdateAgentMessageChunk, "[Base]\nbody", true)}, false},
+		{"not a replay", []acp.SessionUpdate{
+			chunk(acp.UpdateUserMessageChunk, "[Base]\nbody", false)}, false},
+		{"no history", nil, false},
+		{"later message briefed", []acp.SessionUpdate{
+			chunk(acp.UpdateUserMessageChunk, "hello", true), chunk(acp.UpdateAgentMessageChunk, "hi", true),
+			chunk(acp.UpdateUserMessageChunk, "[System]\nYou are Helper.", true)}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var w replayWatch
+			w.observe(chunk(acp.UpdateUserMessageChunk, "[Base]\nbefore the load", true)) // not watched yet
+			w.begin("s1")
+			for _, u := range c.updates {
+				w.observe(u)
+			}
+			if got := w.end("s1"); got != c.want {
+				t.Fatalf("briefed = %v, want %v", got, c.want)
+			}
+		})
+	}
+}

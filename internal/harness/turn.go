@@ -351,6 +351,7 @@ func (h *Harness) commitTurn(r turnResult) {
 	sess.Turns++
 	if r.standing {
 		sess.StandingSent = true
+		h.store.MarkStandingDelivered(k, sess.ID)
 	}
 	for _, id := range r.delivered {
 		sess.Delivered[id] = true

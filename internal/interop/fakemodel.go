@@ -53,12 +53,19 @@ func ClaudeScript(reply ReplyFunc) fakemodel.Script {
 // newest input item is a user message naming a Buzz channel and event gets a shell function call
 // running `buzz messages send`; once the call's output comes back it ends the turn with short
 // text. Anything else gets plain text. reply picks the posted content; nil posts "pong".
-func CodexScript(reply ReplyFunc) fakemodel.Script {
+func CodexScript(reply ReplyFunc) fakemodel.Script { return codexScript(reply, true) }
+
+// CodexFullAccessScript is CodexScript for a codex that runs commands without a sandbox or
+// approvals (codex-acp 2.6's agent-full-access mode): it asks for no escalation, which codex
+// refuses under approval policy "never".
+func CodexFullAccessScript(reply ReplyFunc) fakemodel.Script { return codexScript(reply, false) }
+
+func codexScript(reply ReplyFunc, escalate bool) fakemodel.Script {
 	return func(n int, r fakemodel.Request) fakemodel.Reply {
 		rep := fakemodel.Reply{Text: []string{"ok"}, InputTokens: 100, OutputTokens: 10}
 		last := r.Last()
 		if ch, ev, ok := ReplyTarget(last.Text); ok && last.Role == "user" {
-			if call, ok := shellCall(r, n+1, SendCommand(ch, ev, replyContent(reply, r))); ok {
+			if call, ok := shellCall(r, n+1, SendCommand(ch, ev, replyContent(reply, r)), escalate); ok {
 				rep.Text, rep.Calls = nil, []fakemodel.Call{call}
 			}
 		} else if last.Role == "tool" {
@@ -69,8 +76,8 @@ func CodexScript(reply ReplyFunc) fakemodel.Script {
 }
 
 // shellCall builds the function call that makes codex run command, in the argument shape of
-// whichever shell tool the request offered.
-func shellCall(req fakemodel.Request, id int, command string) (fakemodel.Call, bool) {
+// whichever shell tool the request offered; escalate asks to leave codex's sandbox.
+func shellCall(req fakemodel.Request, id int, command string, escalate bool) (fakemodel.Call, bool) {
 	var args any
 	name := ""
 	switch {
@@ -83,8 +90,11 @@ func shellCall(req fakemodel.Request, id int, command string) (fakemodel.Call, b
 		// needs bubblewrap, which CI machines may lack). Escalation makes codex ask the client.
 		// login=false: a login shell re-reads /etc/profile, which resets PATH and loses the
 		// buzz CLI directory buzz-acp put first on it.
-		name, args = "exec_command", map[string]any{"cmd": command, "login": false,
-			"sandbox_permissions": "require_escalated", "justification": "post the reply to the Buzz relay"}
+		a := map[string]any{"cmd": command, "login": false}
+		if escalate {
+			a["sandbox_permissions"], a["justification"] = "require_escalated", "post the reply to the Buzz relay"
+		}
+		name, args = "exec_command", a
 	default:
 		return fakemodel.Call{}, false
 	}

@@ -33,6 +33,7 @@ var (
 	claudeACP    = adapter{"claude-acp-0.101.0", "@agentclientprotocol/claude-agent-acp", "0.101.0", "dist/index.js"}
 	zedClaudeACP = adapter{"zed-claude-acp-0.23.1", "@zed-industries/claude-agent-acp", "0.23.1", "dist/index.js"}
 	zedCodexACP  = adapter{"zed-codex-acp-0.16.0", "@zed-industries/codex-acp", "0.16.0", "bin/codex-acp.js"}
+	codexACP     = adapter{"acp-codex-acp-2.6.0", "@agentclientprotocol/codex-acp", "2.6.0", "dist/index.js"}
 )
 
 func adapterCache() string {

@@ -57,6 +57,10 @@ type Record struct {
 	AgentCommand string    `json:"agentCommand"`
 	CreatedAt    time.Time `json:"createdAt"`
 	LastUsedAt   time.Time `json:"lastUsedAt"`
+	// StandingDelivered: the session's history holds the standing context (user-message route),
+	// so a session/resume after a restart need not send it again. Absent in files written before
+	// it existed, which reads as "not delivered": such a session is briefed again, as before.
+	StandingDelivered bool `json:"standingDelivered,omitempty"`
 }
 
 // Matches reports whether r was created under origin (relay URLs compared after normalisation).
@@ -301,6 +305,24 @@ func (s *Store) Remove(c protocol.Conversation) {
 		return
 	}
 	delete(s.sessions, key)
+	s.markLocked()
+}
+
+// MarkStandingDelivered records that the conversation's session — if it is still sessionID — has
+// the standing context in its history. A record since replaced by another session is left alone.
+func (s *Store) MarkStandingDelivered(c protocol.Conversation, sessionID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.usable() {
+		return
+	}
+	key := fileKey(c)
+	rec, ok := s.sessions[key]
+	if !ok || rec.SessionID != sessionID || rec.StandingDelivered {
+		return
+	}
+	rec.StandingDelivered = true
+	s.sessions[key] = rec
 	s.markLocked()
 }
 

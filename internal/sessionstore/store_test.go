@@ -619,3 +619,54 @@ func TestNoCallWaitsForABlockedDisk(t *testing.T) {
 		t.Fatalf("after the disk freed: %d records, chanB = %q; want only sess-b99", s2.Len(), got.SessionID)
 	}
 }
+
+func TestStandingDeliveredSurvivesReopen(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir)
+	_ = s.Put(conv(chanA), rec("sess-a"))
+	_ = s.Put(conv(chanB), rec("sess-b"))
+	s.MarkStandingDelivered(conv(chanA), "sess-a")
+	_ = s.Close()
+
+	s2 := mustOpen(t, dir)
+	if got, _ := s2.Get(conv(chanA), scope); !got.StandingDelivered {
+		t.Fatalf("record %+v lost its standing-delivered mark", got)
+	}
+	if got, _ := s2.Get(conv(chanB), scope); got.StandingDelivered {
+		t.Fatalf("unmarked record %+v reads as delivered", got)
+	}
+}
+
+func TestStandingDeliveredMarkForReplacedSessionIsIgnored(t *testing.T) {
+	s := mustOpen(t, t.TempDir())
+	_ = s.Put(conv(chanA), rec("sess-new"))
+	s.MarkStandingDelivered(conv(chanA), "sess-old") // a turn of the session that was replaced
+	s.MarkStandingDelivered(conv(chanB), "sess-b")   // no record at all
+	if got, _ := s.Get(conv(chanA), scope); got.StandingDelivered {
+		t.Fatal("a mark for another session id marked the current one")
+	}
+	if s.Len() != 1 {
+		t.Fatalf("Len = %d: a mark created a record", s.Len())
+	}
+}
+
+func TestFileWithoutStandingFieldLoadsAsNotDelivered(t *testing.T) {
+	dir := t.TempDir()
+	// A file as written before the field existed.
+	old := `{"version":1,"agentPubkey":"` + testPK + `","sessions":{"` + chanA + `":{"sessionId":"sess-a","relayUrl":"` + relay +
+		`","agentCommand":"` + agentCmd + `","createdAt":"2025-01-02T03:04:05Z","lastUsedAt":"2025-01-02T03:04:05Z"}}}`
+	if err := os.WriteFile(filepath.Join(dir, FileName(testPK)), []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := mustOpen(t, dir)
+	got, ok := s.Get(conv(chanA), scope)
+	if !ok || got != rec("sess-a") {
+		t.Fatalf("Get = %+v, %v; want %+v", got, ok, rec("sess-a"))
+	}
+	// And an unmarked record is written without the field, as older readers expect.
+	_ = s.Put(conv(chanB), rec("sess-b"))
+	flush(t, s)
+	if data, _ := os.ReadFile(s.Path()); bytes.Contains(data, []byte("standingDelivered")) {
+		t.Fatalf("unmarked records carry the field: %s", data)
+	}
+}

@@ -25,6 +25,7 @@
 //	                          client gave to our requests, as a JSON line {"type","method","params"|"result"|"error"}
 //	TESTAGENT_STATE_DIR=dir   sessions (sessions/<id>.json: history and codeword) and the prompt
 //	                          counter live here, so session/load works across restarts (default: a temp dir)
+//	TESTAGENT_NO_REPLAY=1     session/load reattaches the session but replays none of its history
 //
 // Turn behaviour (session/prompt)
 //
@@ -143,6 +144,7 @@ type config struct {
 	setError         map[string]bool
 	authMethods      json.RawMessage
 	image            bool // promptCapabilities.image
+	noReplay         bool // session/load replays no history
 	replyKnobs
 	replyLate    time.Duration
 	skipFollowed bool
@@ -173,6 +175,7 @@ func loadConfig() (config, error) {
 		hangAfterReply:   os.Getenv("TESTAGENT_HANG_AFTER_REPLY"),
 		noUsage:          os.Getenv("TESTAGENT_NO_USAGE") == "1",
 		image:            os.Getenv("TESTAGENT_IMAGE") == "1",
+		noReplay:         os.Getenv("TESTAGENT_NO_REPLAY") == "1",
 		replyKnobs: replyKnobs{
 			noCLI:       os.Getenv("TESTAGENT_NO_CLI") == "1",
 			sendFailsOK: os.Getenv("TESTAGENT_SEND_FAILS") == "continue",
@@ -413,7 +416,7 @@ func (a *agent) HandleRequest(ctx context.Context, method string, params json.Ra
 				os.Exit(3)
 			}
 		}
-		return a.loadSession(params, true)
+		return a.loadSession(params, !a.cfg.noReplay)
 	case "session/resume":
 		if _, ok := a.cfg.caps["resume"]; !ok {
 			return nil, acp.MethodNotFound(method)
