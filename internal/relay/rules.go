@@ -35,9 +35,11 @@ var ingestRules = []ingestRule{
 
 	applyAdmin,
 	applyDMCommand,
+	applyDMHide,
 
 	writableChannel,
 	forumPostInForum,
+	voteOnForumPost,
 	editOfOwnMessage,
 	systemRowByMember,
 	fanOutEphemeral,
@@ -71,7 +73,7 @@ var clientKinds = kindSet(
 	protocol.KindStreamMessageV2, protocol.KindEdit, protocol.KindReminder, protocol.KindDiffMessage,
 	protocol.KindSystemMessage, protocol.KindCanvas,
 	protocol.KindForumPost, protocol.KindForumVote, protocol.KindForumComment,
-	protocol.KindDMOpen, protocol.KindDMAddMember, // docs/dms.md
+	protocol.KindDMOpen, protocol.KindDMAddMember, protocol.KindDMHide, // docs/dms.md
 	protocol.KindPrivateReminder, // NIP-ER (reminders.go)
 )
 
