@@ -171,14 +171,23 @@ func applyDMHide(ctx context.Context, r *Relay, in *ingest) *result {
 	if ch.Type != protocol.TypeDM {
 		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg("channel is not a DM"))
 	}
-	// One viewer's snapshot is read, extended and replaced under one lock, so two hides at
-	// once cannot each drop the other's DM.
+	if err := r.setDMHidden(ctx, viewer, dm, true); err != nil {
+		return refuse(http.StatusInternalServerError, protocol.ReasonError.Msg("could not update the DM visibility snapshot"))
+	}
+	res := accepted(protocol.Response("{}"))
+	return &res
+}
+
+// setDMHidden adds dm to the viewer's hidden set, or takes it out, and publishes the new 30622
+// snapshot if that changed it. One viewer's snapshot is read, changed and replaced under one
+// lock, so two changes at once cannot each drop the other's.
+func (r *Relay) setDMHidden(ctx context.Context, viewer, dm string, hide bool) error {
 	defer r.admin.lock("dm-visibility:" + viewer)()
 	prev, err := r.dmVisibility(ctx, viewer)
 	if err != nil {
-		return refuse(http.StatusInternalServerError, protocol.ReasonError.Msg("lookup failed"))
+		return err
 	}
-	hidden := []string{dm}
+	var hidden []string
 	at := r.now().Unix()
 	if prev != nil {
 		for t := range prev.Tags.FindAll("h") {
@@ -186,11 +195,15 @@ func applyDMHide(ctx context.Context, r *Relay, in *ingest) *result {
 		}
 		at = max(at, int64(prev.CreatedAt)+1) // a replacement must be newer
 	}
-	slices.Sort(hidden)
-	hidden = slices.Compact(hidden)
-	if prev != nil && len(hidden) == len(slices.Collect(prev.Tags.FindAll("h"))) {
-		res := accepted(protocol.Response("{}")) // already hidden
-		return &res
+	was := slices.Contains(hidden, dm)
+	if was == hide {
+		return nil // nothing changes
+	}
+	if hide {
+		hidden = append(hidden, dm)
+		slices.Sort(hidden)
+	} else {
+		hidden = slices.DeleteFunc(hidden, func(id string) bool { return id == dm })
 	}
 	tags := nostr.Tags{{"d", viewer}, {"p", viewer}}
 	for _, id := range hidden {
@@ -198,15 +211,13 @@ func applyDMHide(ctx context.Context, r *Relay, in *ingest) *result {
 	}
 	snap := &nostr.Event{Kind: protocol.KindDMVisibility, CreatedAt: nostr.Timestamp(at), Tags: tags}
 	if err := protocol.Sign(snap, r.sk); err != nil {
-		return refuse(http.StatusInternalServerError, protocol.ReasonError.Msg("could not sign the DM visibility snapshot"))
+		return err
 	}
-	err = r.st.Update(ctx, func(tx store.Tx) error { return tx.SaveEvent(snap, "") })
-	if res, done := r.storeOutcome(err); done && !res.OK {
-		return &res
+	if err := r.st.Update(ctx, func(tx store.Tx) error { return tx.SaveEvent(snap, "") }); err != nil {
+		return err
 	}
 	r.broadcast(snap, "")
-	res := accepted(protocol.Response("{}"))
-	return &res
+	return nil
 }
 
 // dmVisibility is the viewer's current 30622 snapshot, nil when they have hidden nothing.

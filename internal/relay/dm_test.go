@@ -189,7 +189,7 @@ func hiddenDMs(t *testing.T, viewer user) []string {
 	return out
 }
 
-func TestDMHideRepublishesTheViewersHiddenSnapshotOnlyForThem(t *testing.T) {
+func TestDMHideRepublishesTheViewersHiddenSnapshotOnlyForThemUntilTheyReopen(t *testing.T) {
 	alice, bob, carol := newUser(), newUser(), newUser()
 	ab, _ := openDM(t, alice, bob.pk)
 	ac, _ := openDM(t, alice, carol.pk)
@@ -227,6 +227,15 @@ func TestDMHideRepublishesTheViewersHiddenSnapshotOnlyForThem(t *testing.T) {
 	}
 	if status, res := sharedRelay.TryPublish(t, alice.sk, &nostr.Event{Kind: protocol.KindDMHide, Tags: nostr.Tags{}}); status != 400 || res.Error != "invalid: missing h tag (channel_id)" {
 		t.Fatalf("hide without h: %d %+v", status, res)
+	}
+	// Reopening a hidden DM brings it back; bob's open of it changes nothing for alice.
+	openDM(t, bob, alice.pk)
+	if got := hiddenDMs(t, alice); !slices.Equal(got, want) {
+		t.Fatalf("after bob's open, alice's hidden DMs = %v, want %v", got, want)
+	}
+	openDM(t, alice, bob.pk)
+	if got := hiddenDMs(t, alice); !slices.Equal(got, []string{ac}) {
+		t.Fatalf("after alice reopened it, her hidden DMs = %v, want only %s", got, ac)
 	}
 	// Nobody publishes a snapshot themselves.
 	if status, res := sharedRelay.TryPublish(t, bob.sk, &nostr.Event{Kind: protocol.KindDMVisibility, Tags: nostr.Tags{{"d", bob.pk}, {"p", bob.pk}}}); status == 200 && res.Accepted {

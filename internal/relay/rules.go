@@ -217,6 +217,12 @@ func applyDMCommand(ctx context.Context, r *Relay, in *ingest) *result {
 		return refuse(http.StatusBadRequest, err.Error())
 	}
 	res := r.submitAdmin(ctx, in.ev, target)
+	// Opening a DM you hid brings it back to your list, as upstream's reopen does.
+	if res.OK && in.ev.Kind == protocol.KindDMOpen {
+		if err := r.setDMHidden(ctx, in.ev.PubKey, target, false); err != nil {
+			r.log.Warn("unhide reopened DM", "err", err)
+		}
+	}
 	return &res
 }
 
