@@ -75,6 +75,9 @@ type message struct {
 	Permission bool `json:"permission,omitempty"`
 	// Attachments are its NIP-92 files (attachments.go).
 	Attachments []attachment `json:"attachments,omitempty"`
+	// Broadcast marks a thread reply sent to the channel too (["broadcast","1"]): the page shows
+	// it in the channel as well as in its thread.
+	Broadcast bool `json:"broadcast,omitempty"`
 	// Diff describes a kind-40008 code diff (Content is the diff): the page shows it as one.
 	Diff *diffMeta `json:"diff,omitempty"`
 }
@@ -657,6 +660,7 @@ func (c *chat) toMessage(ctx context.Context, ev *nostr.Event, ch string) messag
 	if ev.Kind == protocol.KindDiffMessage {
 		m.Diff = diffOf(ev.Tags)
 	}
+	m.Broadcast = protocol.TagValue(ev.Tags, "broadcast") == "1"
 	m.Name, _ = c.name(ev.PubKey)
 	if m.Name == "" {
 		m.Name = shortNpub(ev.PubKey)

@@ -3,8 +3,10 @@ package console_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -91,4 +93,46 @@ func TestConsoleListsDiffMessagesWithTheirDiffTags(t *testing.T) {
 		return
 	}
 	t.Fatalf("no diff message among %+v", msgs)
+}
+
+// A thread reply sent with --broadcast is marked so, for the page to show it in the channel too.
+func TestConsoleMarksBroadcastReplies(t *testing.T) {
+	r := relaytest.Start(t)
+	ownerSK := nostr.GeneratePrivateKey()
+	ch := r.CreateChannel(t, ownerSK, "general", false)
+	top := nostr.Event{Kind: protocol.KindStreamMessage, Content: "top", CreatedAt: nostr.Now(), Tags: nostr.Tags{{"h", ch}}}
+	if err := top.Sign(ownerSK); err != nil {
+		t.Fatal(err)
+	}
+	r.Publish(t, ownerSK, top)
+	for _, bc := range []bool{false, true} {
+		tags := nostr.Tags{{"h", ch}, {"e", top.ID, "", "reply"}}
+		if bc {
+			tags = append(tags, nostr.Tag{"broadcast", "1"})
+		}
+		r.Publish(t, ownerSK, nostr.Event{Kind: protocol.KindStreamMessage, Content: fmt.Sprint("broadcast ", bc), Tags: tags})
+	}
+	s, err := console.New(console.Config{RelayURL: r.URL, OwnerKey: ownerSK})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s)
+	t.Cleanup(ts.Close)
+	var msgs []struct {
+		Content   string `json:"content"`
+		Broadcast bool   `json:"broadcast"`
+	}
+	getJSON(t, ts.URL+"/api/messages?channel="+ch, s.Token(), &msgs)
+	seen := 0
+	for _, m := range msgs {
+		if strings.HasPrefix(m.Content, "broadcast ") {
+			seen++
+			if m.Broadcast != (m.Content == "broadcast true") {
+				t.Errorf("%q: broadcast = %v", m.Content, m.Broadcast)
+			}
+		}
+	}
+	if seen != 2 {
+		t.Fatalf("replies listed: %+v", msgs)
+	}
 }

@@ -407,10 +407,16 @@ function renderMessages() {
     if (m.root && byId.has(m.root)) {
       if (!replies.has(m.root)) replies.set(m.root, []);
       replies.get(m.root).push(m);
+      if (m.broadcast) tops.push({ ...m, alsoInThread: true }); // sent to the channel too
     } else tops.push(m);
   }
   const nodes = tops.filter((m) => !m.system || SYSTEM_ROWS[m.system.type]).map((m) => {
     const node = messageEl(m);
+    if (m.alsoInThread) {
+      node.classList.add("broadcast");
+      node.querySelector(".meta").append(el("span", { class: "tag", text: "also in thread" }));
+      return node;
+    }
     const rs = replies.get(m.id);
     const working = typingEl(S.current, m.id);
     if (rs || working) node.append(el("div", { class: "thread", "data-root": m.id }, ...(rs || []).map(messageEl).filter(Boolean), working));
