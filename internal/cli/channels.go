@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/buzz-harness/buzz/internal/client"
 	"github.com/buzz-harness/buzz/internal/protocol"
@@ -215,6 +217,8 @@ func (a *app) channelsCommand() *cobra.Command {
 		a.channelMeta("purpose", "Set the channel purpose (kind 9002; any member)", "purpose"),
 		a.channelMeta("archive", "Archive the channel (kind 9002; owners and admins)", ""),
 		a.channelMeta("unarchive", "Unarchive the channel (kind 9002; owners and admins)", ""),
+		a.channelSearchCommand(), a.channelUpdateCommand(),
+		a.channelWrite("delete", "Delete the channel (kind 9008; owners only)", protocol.KindDeleteGroup, false),
 	)
 }
 
@@ -303,4 +307,106 @@ func channelMembers(ctx context.Context, b *client.Bridge, ch string) ([]protoco
 func requiredString(cmd *cobra.Command, dst *string, name, usage string) {
 	cmd.Flags().StringVar(dst, name, "", usage+" (required)")
 	_ = cmd.MarkFlagRequired(name)
+}
+
+// channelSearchHit is one `channels search` result (upstream's fields).
+type channelSearchHit struct {
+	ChannelID   string `json:"channel_id"`
+	Name        string `json:"name"`
+	ChannelType string `json:"channel_type"`
+	Visibility  string `json:"visibility"`
+	Archived    bool   `json:"archived"`
+	About       string `json:"about"`
+	Topic       string `json:"topic"`
+	Purpose     string `json:"purpose"`
+}
+
+func (a *app) channelSearchCommand() *cobra.Command {
+	var query string
+	var exact, archived bool
+	var limit int
+	cmd := a.leaf("search", "Find channels by name, description, topic or purpose (sorted by name)", func(ctx context.Context, cmd *cobra.Command) (any, error) {
+		q := strings.ToLower(strings.TrimSpace(query))
+		if q == "" {
+			return nil, usageError("--query must not be blank")
+		}
+		if limit <= 0 {
+			return nil, usageError("--limit must be positive")
+		}
+		b, err := a.bridge()
+		if err != nil {
+			return nil, err
+		}
+		evs, err := queryAll(ctx, b, nostr.Filter{Kinds: []int{protocol.KindGroupMetadata}}, maxChannelScan)
+		if err != nil {
+			return nil, err
+		}
+		out := []channelSearchHit{}
+		for _, ev := range protocol.NewestByD(evs) {
+			c := toChannelInfo(&ev)
+			if c.Archived && !archived {
+				continue
+			}
+			match := strings.ToLower(c.Name) == q
+			if !exact {
+				for _, field := range []string{c.Name, c.Description, c.Topic, c.Purpose} {
+					match = match || strings.Contains(strings.ToLower(field), q)
+				}
+			}
+			if match {
+				out = append(out, channelSearchHit{c.ChannelID, c.Name, c.ChannelType, c.Visibility, c.Archived, c.Description, c.Topic, c.Purpose})
+			}
+		}
+		sort.Slice(out, func(i, j int) bool {
+			if out[i].Name != out[j].Name {
+				return out[i].Name < out[j].Name
+			}
+			return out[i].ChannelID < out[j].ChannelID
+		})
+		if len(out) > limit {
+			out = out[:limit]
+		}
+		return out, nil
+	})
+	requiredString(cmd, &query, "query", "words to look for (case-insensitive)")
+	cmd.Flags().BoolVar(&exact, "exact", false, "only channels whose name is exactly the query (case-insensitive)")
+	cmd.Flags().BoolVar(&archived, "include-archived", false, "include archived channels")
+	cmd.Flags().IntVar(&limit, "limit", 1000, "maximum results")
+	return cmd
+}
+
+// maxChannelScan bounds the channel metadata `channels search` reads.
+const maxChannelScan = 5000
+
+func (a *app) channelUpdateCommand() *cobra.Command {
+	var chFlag, name, desc string
+	cmd := a.leaf("update", "Rename a channel or change its description (kind 9002; owners and admins)", func(ctx context.Context, cmd *cobra.Command) (any, error) {
+		ch, err := channelArg(chFlag)
+		if err != nil {
+			return nil, err
+		}
+		fl := cmd.Flags()
+		if !fl.Changed("name") && !fl.Changed("description") {
+			return nil, usageError("nothing to update: pass --name and/or --description")
+		}
+		tags := nostr.Tags{{"h", ch}}
+		if fl.Changed("name") {
+			if strings.TrimSpace(name) == "" {
+				return nil, usageError("--name must not be empty")
+			}
+			tags = append(tags, nostr.Tag{"name", name})
+		}
+		if fl.Changed("description") {
+			tags = append(tags, nostr.Tag{"about", desc})
+		}
+		b, err := a.bridge()
+		if err != nil {
+			return nil, err
+		}
+		return publish(ctx, b, &nostr.Event{Kind: protocol.KindEditMetadata, Tags: tags})
+	})
+	requiredString(cmd, &chFlag, "channel", "channel UUID")
+	cmd.Flags().StringVar(&name, "name", "", "the new name")
+	cmd.Flags().StringVar(&desc, "description", "", "the new description (empty clears it)")
+	return cmd
 }

@@ -52,7 +52,7 @@ func TestUsersSetHelpPrintsItsOwnHelp(t *testing.T) {
 
 func TestGroupWithoutSubcommandListsThem(t *testing.T) {
 	r := runCLI(nil, "", "users")
-	if e := r.errJSON(t); r.code != ExitUsage || !strings.Contains(e.Message, "get, presence, set-profile") {
+	if e := r.errJSON(t); r.code != ExitUsage || !strings.Contains(e.Message, "get, presence, set-presence, set-profile") {
 		t.Fatalf("exit %d stderr %s", r.code, r.stderr)
 	}
 }

@@ -18,6 +18,7 @@ type dmInfo struct {
 	DMID         string   `json:"dm_id"`
 	Participants []string `json:"participants"`
 	CreatedAt    int64    `json:"created_at"`
+	Hidden       bool     `json:"hidden,omitempty"` // with --include-hidden: you hid it (dms hide)
 }
 
 // dmOpenResult is the relay's answer to a 41010 plus the DM's channel id.
@@ -29,10 +30,26 @@ type dmOpenResult struct {
 
 func (a *app) dmsCommand() *cobra.Command {
 	var limit int
-	list := a.leaf("list", "Your direct-message channels and their participants", func(ctx context.Context, cmd *cobra.Command) (any, error) {
-		return a.dmList(ctx, limit)
+	var includeHidden bool
+	list := a.leaf("list", "Your direct-message channels and their participants (not the ones you hid)", func(ctx context.Context, cmd *cobra.Command) (any, error) {
+		return a.dmList(ctx, limit, includeHidden)
 	})
 	list.Flags().IntVar(&limit, "limit", 50, "maximum DMs (max 200)")
+	list.Flags().BoolVar(&includeHidden, "include-hidden", false, "also list the DMs you hid, marked hidden")
+
+	var hideCh string
+	hide := a.leaf("hide", "Hide a DM from your list (kind 41012); it stays readable, and messages still reach you", func(ctx context.Context, cmd *cobra.Command) (any, error) {
+		ch, err := channelArg(hideCh)
+		if err != nil {
+			return nil, err
+		}
+		b, err := a.bridge()
+		if err != nil {
+			return nil, err
+		}
+		return publish(ctx, b, &nostr.Event{Kind: protocol.KindDMHide, Tags: nostr.Tags{{"h", ch}}})
+	})
+	requiredString(hide, &hideCh, "channel", "DM channel UUID")
 
 	var openPks []string
 	open := a.leaf("open", "Open (or reopen) the DM with these people (kind 41010); prints dm_id", func(ctx context.Context, cmd *cobra.Command) (any, error) {
@@ -84,7 +101,7 @@ func (a *app) dmsCommand() *cobra.Command {
 	})
 	requiredString(add, &addCh, "channel", "DM channel UUID")
 	requiredString(add, &addPk, "pubkey", "the new participant, hex or npub")
-	return group("dms", "Direct messages (private channels of type dm)", list, open, send, add)
+	return group("dms", "Direct messages (private channels of type dm)", list, open, send, add, hide)
 }
 
 // dmReplyChannel reads the channel id (and created flag) out of a DM command's
@@ -141,7 +158,7 @@ func openDM(ctx context.Context, b *client.Bridge, pks []string) (dmOpenResult, 
 	return dmOpenResult{writeResult: res, DMID: id, Created: created}, nil
 }
 
-func (a *app) dmList(ctx context.Context, limit int) (any, error) {
+func (a *app) dmList(ctx context.Context, limit int, includeHidden bool) (any, error) {
 	if limit <= 0 || limit > 200 {
 		return nil, usageError("--limit must be 1..200")
 	}
@@ -155,9 +172,24 @@ func (a *app) dmList(ctx context.Context, limit int) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The DMs you hid are the h tags of your 30622 snapshot (readable by you alone).
+	hidden := map[string]bool{}
+	snap, err := queryNewest(ctx, b, nostr.Filter{Kinds: []int{protocol.KindDMVisibility}, Tags: nostr.TagMap{"p": {me}, "d": {me}}, Limit: 1})
+	if err != nil {
+		return nil, err
+	}
+	if snap != nil {
+		for t := range snap.Tags.FindAll("h") {
+			hidden[t[1]] = true
+		}
+	}
 	out := []dmInfo{}
 	for _, ev := range protocol.NewestByD(evs) {
 		if protocol.ParseChannelMeta(&ev).Type != protocol.TypeDM {
+			continue
+		}
+		id := protocol.TagValue(ev.Tags, "d")
+		if hidden[id] && !includeHidden {
 			continue
 		}
 		parts := []string{}
@@ -169,7 +201,7 @@ func (a *app) dmList(ctx context.Context, limit int) (any, error) {
 		if !slices.Contains(parts, me) {
 			continue
 		}
-		out = append(out, dmInfo{DMID: protocol.TagValue(ev.Tags, "d"), Participants: parts, CreatedAt: int64(ev.CreatedAt)})
+		out = append(out, dmInfo{DMID: id, Participants: parts, CreatedAt: int64(ev.CreatedAt), Hidden: hidden[id]})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt > out[j].CreatedAt })
 	if len(out) > limit {

@@ -17,6 +17,9 @@ const (
 	ExitNetwork = 2 // relay or network failure
 	ExitAuth    = 3 // missing/invalid key, relay 401/403
 	ExitOther   = 4
+	// ExitConflict: a write lost a race or was made against a stale base (mem patch
+	// --base-hash, reminders --if-event, a duplicate engram): read again and retry.
+	ExitConflict = 5
 )
 
 // Error is what the CLI prints on stderr as one JSON line, with the process exit code.

@@ -125,11 +125,11 @@ func (a *app) mcpServer() *mcp.Server {
 		func(ctx context.Context, in mcpSearchInput) (any, error) {
 			return tools.search(ctx, searchOptions{query: in.Query, channel: in.Channel, limit: orDefault(in.Limit, 20)})
 		})
-	addTool(s, "get_memory", "Read one of your memories (default: core); same JSON as buzz mem get",
+	addTool(s, "get_memory", "Read one of your memories (default: core); same JSON as buzz mem get --json",
 		func(ctx context.Context, in mcpMemGetInput) (any, error) {
 			return tools.memGet(ctx, tools.memOwner(), orCore(in.Slug))
 		})
-	addTool(s, "set_memory", "Write one of your memories (default: core); same JSON as buzz mem set",
+	addTool(s, "set_memory", "Write one of your memories (default: core); same JSON as buzz mem set --json",
 		func(ctx context.Context, in mcpMemSetInput) (any, error) {
 			return tools.memSet(ctx, tools.memOwner(), orCore(in.Slug), in.Value)
 		})

@@ -188,11 +188,11 @@ func TestMCPMemoryToolsReadAndWriteWhatBuzzMemSees(t *testing.T) {
 		t.Fatalf("set_memory answered %s (error %v)", text, isErr)
 	}
 	var asOwner memValue
-	owner.ok(&asOwner, "", "mem", "get", "core", "--agent", agent.pk)
+	owner.ok(&asOwner, "", "mem", "get", "core", "--agent", agent.pk, "--json")
 	if asOwner.Value != "I am the release bot" {
 		t.Fatalf("the owner reads %+v", asOwner)
 	}
-	cli := agent.buzz("", "mem", "get", "core", "--owner", owner.pk)
+	cli := agent.buzz("", "mem", "get", "core", "--owner", owner.pk, "--json")
 	if got, _ := callTool(t, ctx, cs, "get_memory", map[string]any{}); got != strings.TrimSpace(cli.stdout) {
 		t.Fatalf("get_memory\n got %s\nwant %s", got, cli.stdout)
 	}

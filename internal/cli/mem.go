@@ -2,10 +2,12 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -29,6 +31,7 @@ const OwnerEnv = "BUZZ_AGENT_OWNER"
 // memOpts are the flags shared by every `buzz mem` subcommand.
 type memOpts struct {
 	owner, agent string
+	json         bool
 }
 
 // memValue is `mem get`'s answer.
@@ -52,116 +55,163 @@ type memWrite struct {
 }
 
 func conflict(format string, a ...any) *Error {
-	return &Error{Category: "conflict", Message: fmt.Sprintf(format, a...), Code: ExitUsage}
+	return &Error{Category: "conflict", Message: fmt.Sprintf(format, a...), Code: ExitConflict}
+}
+
+// memOut is one mem subcommand's answer in both forms: the JSON of --json, and the text form
+// upstream prints by default — data on stdout exactly as given (mem get adds no newline, so
+// `mem get core > f` and `mem set core - < f` round-trip) and a report for people on stderr.
+type memOut struct {
+	json           any
+	stdout, stderr string
+}
+
+// wrote is the stderr report of a published write.
+func (w memWrite) wrote(verb string) string {
+	return fmt.Sprintf("%s %s (event %s, created_at %d)\n", verb, w.Slug, w.EventID, w.CreatedAt)
 }
 
 func (a *app) memCommand() *cobra.Command {
 	var o memOpts
 	// leaf with positional args: mem subcommands take the slug (and value) as arguments.
-	leaf := func(use, short string, args cobra.PositionalArgs, fn func(ctx context.Context, cmd *cobra.Command, args []string) (any, error)) *cobra.Command {
+	leaf := func(use, short string, args cobra.PositionalArgs, fn func(ctx context.Context, args []string) (memOut, error)) *cobra.Command {
 		c := &cobra.Command{Use: use, Short: short, Args: args}
 		c.RunE = func(cmd *cobra.Command, args []string) error {
-			return a.run(func(ctx context.Context, cmd *cobra.Command) (any, error) { return fn(ctx, cmd, args) })(cmd, args)
+			out, err := fn(cmd.Context(), args)
+			if err != nil {
+				return classify(err)
+			}
+			if o.json {
+				enc := json.NewEncoder(a.io.Stdout)
+				enc.SetEscapeHTML(false)
+				err = enc.Encode(out.json)
+			} else {
+				_, err = io.WriteString(a.io.Stdout, out.stdout)
+				if err == nil {
+					_, err = io.WriteString(a.io.Stderr, out.stderr)
+				}
+			}
+			if err != nil {
+				return &Error{Category: "error", Message: "write output: " + err.Error(), Code: ExitOther}
+			}
+			return nil
 		}
 		return c
 	}
 
-	ls := leaf("ls", "List the agent's memories (core excluded), sorted by slug", cobra.NoArgs, func(ctx context.Context, _ *cobra.Command, _ []string) (any, error) {
+	ls := leaf("ls", "List the agent's memories (core excluded), sorted by slug: slug, created_at, event id per line", cobra.NoArgs, func(ctx context.Context, _ []string) (memOut, error) {
 		b, p, err := a.memPair(o, false)
 		if err != nil {
-			return nil, err
+			return memOut{}, err
 		}
 		evs, err := b.Query(ctx, client.F(p.ListFilter())...)
 		if err != nil {
-			return nil, err
+			return memOut{}, err
 		}
-		return p.List(evs), nil
+		list := p.List(evs)
+		out := memOut{json: list}
+		var sb strings.Builder
+		for _, l := range list {
+			sb.WriteString(l.String() + "\n")
+		}
+		out.stdout = sb.String()
+		if len(list) == 0 {
+			out.stderr = "(no memories besides core)\n"
+		}
+		return out, nil
 	})
 
-	get := leaf("get <slug>", "Print a memory's value (or the core profile)", cobra.ExactArgs(1), func(ctx context.Context, _ *cobra.Command, args []string) (any, error) {
-		return a.memGet(ctx, o, args[0])
+	get := leaf("get <slug>", "Print a memory's value (or the core profile) as it is, with no newline added", cobra.ExactArgs(1), func(ctx context.Context, args []string) (memOut, error) {
+		v, err := a.memGet(ctx, o, args[0])
+		return memOut{json: v, stdout: v.Value}, err
 	})
 
-	hash := leaf("hash <slug>", "Print the sha256 of a memory's value, for patch --base-hash", cobra.ExactArgs(1), func(ctx context.Context, _ *cobra.Command, args []string) (any, error) {
+	hash := leaf("hash <slug>", "Print the sha256 of a memory's value, for patch --base-hash", cobra.ExactArgs(1), func(ctx context.Context, args []string) (memOut, error) {
 		b, p, err := a.memPair(o, false)
 		if err != nil {
-			return nil, err
+			return memOut{}, err
 		}
 		rec, err := memHead(ctx, b, p, args[0])
 		if err != nil {
-			return nil, err
+			return memOut{}, err
 		}
-		return struct {
+		h := engram.Hash(rec.Body.Text)
+		return memOut{json: struct {
 			Slug string `json:"slug"`
 			Hash string `json:"hash"`
-		}{rec.Body.Slug, engram.Hash(rec.Body.Text)}, nil
+		}{rec.Body.Slug, h}, stdout: h + "\n"}, nil
 	})
 
 	var allowEmpty bool
-	set := leaf("set <slug> <value|->", "Write a memory (or the core profile); - reads the value from stdin", cobra.ExactArgs(2), func(ctx context.Context, _ *cobra.Command, args []string) (any, error) {
+	set := leaf("set <slug> <value|->", "Write a memory (or the core profile); - reads the value from stdin", cobra.ExactArgs(2), func(ctx context.Context, args []string) (memOut, error) {
 		slug, err := memSlug(args[0])
 		if err != nil {
-			return nil, err
+			return memOut{}, err
 		}
 		value := args[1]
 		if value == "-" {
 			if value, err = a.readMemStdin("the value"); err != nil {
-				return nil, err
+				return memOut{}, err
 			}
 			// An empty pipe is usually a mistake upstream of us; an explicit "" argument is not.
 			if value == "" && !allowEmpty {
-				return nil, usageError("stdin is empty; pass --allow-empty to store an empty value")
+				return memOut{}, usageError("stdin is empty; pass --allow-empty to store an empty value")
 			}
 		}
-		return a.memSet(ctx, o, slug, value)
+		w, err := a.memSet(ctx, o, slug, value)
+		return memOut{json: w, stderr: w.wrote("wrote")}, err
 	})
 	set.Flags().BoolVar(&allowEmpty, "allow-empty", false, "allow an empty value from stdin")
 
 	var patchFile, baseHash string
 	var noBaseHash, dryRun, patchAllowEmpty bool
-	patch := leaf("patch <slug>", "Apply a unified diff to a memory's value (strict: no fuzz)", cobra.ExactArgs(1), func(ctx context.Context, _ *cobra.Command, args []string) (any, error) {
+	patch := leaf("patch <slug>", "Apply a unified diff to a memory's value (strict: no fuzz); prints the new sha256", cobra.ExactArgs(1), func(ctx context.Context, args []string) (memOut, error) {
 		if (baseHash == "") == !noBaseHash {
-			return nil, usageError("pass exactly one of --base-hash <sha256> (from buzz mem hash) or --no-base-hash")
+			return memOut{}, usageError("pass exactly one of --base-hash <sha256> (from buzz mem hash) or --no-base-hash")
 		}
 		diff, err := a.readPatch(patchFile)
 		if err != nil {
-			return nil, err
+			return memOut{}, err
 		}
 		b, p, err := a.memPair(o, !dryRun)
 		if err != nil {
-			return nil, err
+			return memOut{}, err
 		}
 		slug, err := memSlug(args[0])
 		if err != nil {
-			return nil, err
+			return memOut{}, err
 		}
 		evs, err := b.Query(ctx, client.F(p.HeadFilter(slug))...)
 		if err != nil {
-			return nil, err
+			return memOut{}, err
 		}
 		rec, err := headOf(p, evs, slug)
 		if err != nil {
-			return nil, err
+			return memOut{}, err
 		}
 		if baseHash != "" {
 			if err := engram.CheckBaseHash(baseHash, rec.Body.Text); err != nil {
 				if errors.Is(err, engram.ErrConflict) {
-					return nil, conflict("%s", err)
+					return memOut{}, conflict("%s", err)
 				}
-				return nil, usageError("%s", err)
+				return memOut{}, usageError("%s", err)
 			}
 		}
 		next, err := engram.ApplyPatch(rec.Body.Text, diff)
 		if err != nil {
-			return nil, usageError("patch: %s", err)
+			return memOut{}, usageError("patch: %s", err)
 		}
 		if next == "" && !patchAllowEmpty {
-			return nil, usageError("the patch empties the value; pass --allow-empty to store that")
+			return memOut{}, usageError("the patch empties the value; pass --allow-empty to store that")
 		}
+		h := engram.Hash(next)
 		if dryRun {
-			return memWrite{Slug: slug, Hash: engram.Hash(next), DryRun: true, Value: &next}, nil
+			// The preview is the value itself, like mem get; its hash goes to the report.
+			return memOut{json: memWrite{Slug: slug, Hash: h, DryRun: true, Value: &next}, stdout: next,
+				stderr: fmt.Sprintf("dry run: %s would have sha256 %s; nothing published\n", slug, h)}, nil
 		}
-		return memPublish(ctx, b, p, memBody(slug, next), latest(evs))
+		w, err := memPublish(ctx, b, p, memBody(slug, next), latest(evs))
+		return memOut{json: w, stdout: h + "\n", stderr: w.wrote("wrote")}, err
 	})
 	pf := patch.Flags()
 	pf.StringVar(&patchFile, "patch-file", "", "file holding the unified diff (default: stdin)")
@@ -170,32 +220,34 @@ func (a *app) memCommand() *cobra.Command {
 	pf.BoolVar(&dryRun, "dry-run", false, "print the patched value and its hash; publish nothing")
 	pf.BoolVar(&patchAllowEmpty, "allow-empty", false, "allow a patch that empties the value")
 
-	rm := leaf("rm <slug>", "Delete a memory (publishes a tombstone); core cannot be removed", cobra.ExactArgs(1), func(ctx context.Context, _ *cobra.Command, args []string) (any, error) {
+	rm := leaf("rm <slug>", "Delete a memory (publishes a tombstone); core cannot be removed", cobra.ExactArgs(1), func(ctx context.Context, args []string) (memOut, error) {
 		slug, err := memSlug(args[0])
 		if err != nil {
-			return nil, err
+			return memOut{}, err
 		}
 		if slug == engram.CoreSlug {
-			return nil, usageError("core cannot be removed; use buzz mem set core '' to clear it")
+			return memOut{}, usageError("core cannot be removed; use buzz mem set core '' to clear it")
 		}
 		b, p, err := a.memPair(o, true)
 		if err != nil {
-			return nil, err
+			return memOut{}, err
 		}
 		evs, err := b.Query(ctx, client.F(p.HeadFilter(slug))...)
 		if err != nil {
-			return nil, err
+			return memOut{}, err
 		}
 		if _, err := headOf(p, evs, slug); err != nil {
-			return nil, err
+			return memOut{}, err
 		}
-		return memPublish(ctx, b, p, engram.TombstoneBody(slug), latest(evs))
+		w, err := memPublish(ctx, b, p, engram.TombstoneBody(slug), latest(evs))
+		return memOut{json: w, stderr: w.wrote("removed")}, err
 	})
 
 	g := group("mem", "The agent's encrypted memory (NIP-AE engrams): core profile and mem/… records", ls, get, hash, set, patch, rm)
 	f := cmdflag.On(g.PersistentFlags())
 	f.String(&o.owner, "owner", OwnerEnv, "", "as the agent: the owner's pubkey, hex or npub (default: the owner in BUZZ_AUTH_TAG)")
 	g.PersistentFlags().StringVar(&o.agent, "agent", "", "as the owner: the agent's pubkey, hex or npub (read-only)")
+	g.PersistentFlags().BoolVar(&o.json, "json", false, "print JSON objects (value, hash, event id) instead of upstream's text")
 	return g
 }
 
@@ -273,32 +325,32 @@ func memHead(ctx context.Context, b *client.Bridge, p *engram.Pair, raw string) 
 }
 
 // memGet is `buzz mem get`: the live value of a memory, with its hash and event.
-func (a *app) memGet(ctx context.Context, o memOpts, slug string) (any, error) {
+func (a *app) memGet(ctx context.Context, o memOpts, slug string) (memValue, error) {
 	b, p, err := a.memPair(o, false)
 	if err != nil {
-		return nil, err
+		return memValue{}, err
 	}
 	rec, err := memHead(ctx, b, p, slug)
 	if err != nil {
-		return nil, err
+		return memValue{}, err
 	}
 	return memValue{Slug: rec.Body.Slug, Value: rec.Body.Text, Hash: engram.Hash(rec.Body.Text),
 		EventID: rec.Event.ID, CreatedAt: int64(rec.Event.CreatedAt)}, nil
 }
 
 // memSet is `buzz mem set`: a new value superseding whatever the relay holds for the slug.
-func (a *app) memSet(ctx context.Context, o memOpts, raw, value string) (any, error) {
+func (a *app) memSet(ctx context.Context, o memOpts, raw, value string) (memWrite, error) {
 	slug, err := memSlug(raw)
 	if err != nil {
-		return nil, err
+		return memWrite{}, err
 	}
 	b, p, err := a.memPair(o, true)
 	if err != nil {
-		return nil, err
+		return memWrite{}, err
 	}
 	evs, err := b.Query(ctx, client.F(p.HeadFilter(slug))...)
 	if err != nil {
-		return nil, err
+		return memWrite{}, err
 	}
 	return memPublish(ctx, b, p, memBody(slug, value), latest(evs))
 }
@@ -327,20 +379,20 @@ func latest(evs []nostr.Event) nostr.Timestamp {
 	return t
 }
 
-func memPublish(ctx context.Context, b *client.Bridge, p *engram.Pair, body engram.Body, prior nostr.Timestamp) (any, error) {
+func memPublish(ctx context.Context, b *client.Bridge, p *engram.Pair, body engram.Body, prior nostr.Timestamp) (memWrite, error) {
 	ev, err := p.Build(body, engram.NextCreatedAt(time.Now(), prior), nil)
 	if err != nil {
-		return nil, usageError("%s", err)
+		return memWrite{}, usageError("%s", err)
 	}
 	res, err := b.Publish(ctx, &ev)
 	if err != nil {
-		return nil, err
+		return memWrite{}, err
 	}
 	if !res.Accepted {
 		if protocol.ReasonOf(res.Message) == protocol.ReasonDuplicate {
-			return nil, conflict("%s", res.Message)
+			return memWrite{}, conflict("%s", res.Message)
 		}
-		return nil, rejected(res.Message)
+		return memWrite{}, rejected(res.Message)
 	}
 	out := memWrite{Slug: body.Slug, EventID: ev.ID, CreatedAt: int64(ev.CreatedAt), Accepted: true}
 	if !body.Tombstone {

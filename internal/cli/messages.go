@@ -48,7 +48,7 @@ func (a *app) normalize(evs []nostr.Event, first string) any {
 
 func (a *app) messagesCommand() *cobra.Command {
 	return group("messages", "Channel messages", a.sendCommand(), a.getCommand(), a.threadCommand(),
-		a.searchCommand(), a.editCommand(), a.deleteCommand())
+		a.searchCommand(), a.editCommand(), a.deleteCommand(), a.sendDiffCommand(), a.voteCommand())
 }
 
 // sendOptions are the inputs of messages send.
@@ -429,7 +429,7 @@ func (a *app) threadCommand() *cobra.Command {
 	requiredString(cmd, &o.channel, "channel", "channel UUID")
 	requiredString(cmd, &o.event, "event", "any event id in the thread")
 	cmd.Flags().IntVar(&o.limit, "limit", 100, "maximum replies (max 500)")
-	cmd.Flags().IntVar(&o.depth, "depth-limit", 0, "maximum reply depth (relay extension)")
+	cmd.Flags().IntVar(&o.depth, "depth-limit", 0, "only replies this many levels deep or less (1: direct replies)")
 	return cmd
 }
 
@@ -477,5 +477,38 @@ func (a *app) thread(ctx context.Context, o threadOptions) (any, error) {
 			uniq = append(uniq, ev)
 		}
 	}
+	if o.depth > 0 {
+		uniq = withinDepth(uniq, root, o.depth)
+	}
 	return a.normalize(uniq, root), nil // root first even within its second
+}
+
+// withinDepth keeps the root and the replies at most depth levels below it (a direct reply is
+// level 1). Our relay ignores the depth_limit filter extension, so the CLI applies it to what
+// came back. A reply whose parent was not returned is at least level 2.
+func withinDepth(evs []nostr.Event, root string, depth int) []nostr.Event {
+	parentOf := map[string]string{}
+	for _, ev := range evs {
+		parentOf[ev.ID] = protocol.ParseThread(ev.Tags).Parent
+	}
+	var level func(id string, seen int) int
+	level = func(id string, seen int) int {
+		switch p, ok := parentOf[id]; {
+		case id == root:
+			return 0
+		case p == root:
+			return 1
+		case !ok || p == "" || seen > len(evs):
+			return 2
+		default:
+			return level(p, seen+1) + 1
+		}
+	}
+	out := evs[:0]
+	for _, ev := range evs {
+		if level(ev.ID, 0) <= depth {
+			out = append(out, ev)
+		}
+	}
+	return out
 }

@@ -40,7 +40,7 @@ func parseMentions(text string) []promptMention {
 		for ; i < len(fields) && wordRe.MatchString(fields[i]); i++ {
 			m.words = append(m.words, fields[i])
 		}
-		if i < len(fields) && strings.HasPrefix(fields[i], "<") {
+		if len(m.words) == 0 && i < len(fields) && strings.HasPrefix(fields[i], "<") {
 			continue // `buzz <command> --help`: a pattern, not a command
 		}
 		for _, f := range fields[i:] {

@@ -53,7 +53,7 @@ func TestRemindersCreateListSnoozeCancel(t *testing.T) {
 	if *snoozed.NotBefore <= *made.NotBefore {
 		t.Fatalf("snooze did not move the due time: %d → %d", *made.NotBefore, *snoozed.NotBefore)
 	}
-	if e := me.fails(1, "reminders", "cancel", made.ReminderID, "--if-event", made.EventID); e.Error != "conflict" {
+	if e := me.fails(5, "reminders", "cancel", made.ReminderID, "--if-event", made.EventID); e.Error != "conflict" {
 		t.Fatalf("a stale --if-event: %+v", e)
 	}
 	me.ok(nil, "", "reminders", "cancel", made.ReminderID)

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 
@@ -112,7 +113,58 @@ func (a *app) usersCommand() *cobra.Command {
 		return a.presence(ctx, presencePks)
 	})
 	requiredString(presence, &presencePks, "pubkeys", "comma-separated pubkeys, hex or npub")
-	return group("users", "User profiles and presence", get, set, presence)
+	var status string
+	setPresence := &cobra.Command{
+		Use:   "set-presence [online|away|offline]",
+		Short: "Set your presence (kind 20001, over a WebSocket: the HTTP bridge takes no ephemeral kinds)",
+		Args:  cobra.MaximumNArgs(1),
+	}
+	setPresence.RunE = func(cmd *cobra.Command, args []string) error {
+		return a.run(func(ctx context.Context, cmd *cobra.Command) (any, error) {
+			if len(args) == 1 {
+				if cmd.Flags().Changed("status") && args[0] != status {
+					return nil, usageError("the status is given twice (%q and --status %q)", args[0], status)
+				}
+				status = args[0]
+			}
+			return a.setPresence(ctx, status)
+		})(cmd, args)
+	}
+	setPresence.Flags().StringVar(&status, "status", "", "online, away or offline (or give it as the argument)")
+	return group("users", "User profiles and presence", get, set, presence, setPresence)
+}
+
+// presenceStatuses are the statuses buzz-acp and upstream's clients publish.
+var presenceStatuses = map[string]bool{"online": true, "away": true, "offline": true}
+
+// setPresence publishes kind 20001 (content and a status tag, as upstream) over a WebSocket
+// session authenticated with NIP-42, and waits for the relay's OK.
+func (a *app) setPresence(ctx context.Context, status string) (any, error) {
+	if !presenceStatuses[status] {
+		return nil, usageError("the status must be online, away or offline, got %q", status)
+	}
+	b, err := a.bridge() // checks the key, the relay URL and the timeouts
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.options().Timeout)
+	defer cancel()
+	live := client.NewLive(client.LiveConfig{RelayURL: a.options().RelayURL, SecretKey: b.SecretKey(), HandshakeTimeout: a.options().Connect})
+	done := make(chan struct{})
+	go func() { defer close(done); _ = live.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	ev := &nostr.Event{Kind: protocol.KindPresence, Content: status, Tags: nostr.Tags{{"status", status}}}
+	if err := live.Publish(ctx, ev); err != nil {
+		var re *client.RejectedError
+		if errors.As(err, &re) {
+			return nil, rejected(re.Message)
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, &Error{Category: "network_error", Message: "no answer from the relay over WebSocket within " + a.options().Timeout.String(), Retryable: true, Code: ExitNetwork}
+		}
+		return nil, err
+	}
+	return writeResult{EventID: ev.ID, Accepted: true}, nil
 }
 
 // presenceInfo is one line of users presence (upstream's shape).

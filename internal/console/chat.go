@@ -28,8 +28,9 @@ const (
 	liveSubID       = "console-messages"
 )
 
-// chatKinds are shown as messages: chat, and a forum's posts and comments.
-var chatKinds = []int{protocol.KindStreamMessage, protocol.KindStreamMessageV2, protocol.KindForumPost, protocol.KindForumComment}
+// chatKinds are shown as messages: chat, code diffs (buzz messages send-diff), and a forum's
+// posts and comments.
+var chatKinds = []int{protocol.KindStreamMessage, protocol.KindStreamMessageV2, protocol.KindDiffMessage, protocol.KindForumPost, protocol.KindForumComment}
 
 type person struct {
 	Pubkey  string `json:"pubkey"`
@@ -74,6 +75,11 @@ type message struct {
 	Permission bool `json:"permission,omitempty"`
 	// Attachments are its NIP-92 files (attachments.go).
 	Attachments []attachment `json:"attachments,omitempty"`
+	// Broadcast marks a thread reply sent to the channel too (["broadcast","1"]): the page shows
+	// it in the channel as well as in its thread.
+	Broadcast bool `json:"broadcast,omitempty"`
+	// Diff describes a kind-40008 code diff (Content is the diff): the page shows it as one.
+	Diff *diffMeta `json:"diff,omitempty"`
 }
 
 // reaction is one kind-7 reaction, shown under the message it targets.
@@ -651,6 +657,10 @@ func (c *chat) toMessage(ctx context.Context, ev *nostr.Event, ch string) messag
 		m.Mentions = []string{}
 	}
 	m.Attachments = c.attachments(ev.Tags)
+	if ev.Kind == protocol.KindDiffMessage {
+		m.Diff = diffOf(ev.Tags)
+	}
+	m.Broadcast = protocol.TagValue(ev.Tags, "broadcast") == "1"
 	m.Name, _ = c.name(ev.PubKey)
 	if m.Name == "" {
 		m.Name = shortNpub(ev.PubKey)
@@ -763,4 +773,19 @@ func (h *hub) publish(m liveEvent) {
 		default:
 		}
 	}
+}
+
+// diffMeta is what a kind-40008 diff message says about its diff (upstream's tags).
+type diffMeta struct {
+	Repo        string `json:"repo"`
+	Commit      string `json:"commit"`
+	File        string `json:"file,omitempty"`
+	Lang        string `json:"lang,omitempty"`
+	Description string `json:"description,omitempty"`
+	PR          string `json:"pr,omitempty"`
+}
+
+func diffOf(tags nostr.Tags) *diffMeta {
+	v := func(name string) string { return protocol.TagValue(tags, name) }
+	return &diffMeta{Repo: v("repo"), Commit: v("commit"), File: v("file"), Lang: v("l"), Description: v("description"), PR: v("pr")}
 }

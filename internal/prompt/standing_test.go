@@ -92,6 +92,7 @@ func TestDefaultBasePromptTeachesOurCLI(t *testing.T) {
 		"--content -", "[Context]", "--mention <hex-or-npub>", "@Name",
 		"buzz messages get --channel <uuid> [--since", "buzz messages thread --channel <uuid> --event <event-id>",
 		"buzz canvas get --channel <uuid>", "restart",
+		"buzz mem ls", "buzz mem get <slug>", "buzz mem set <slug> -", "`core` is your profile", "mem/<topic>",
 	} {
 		if !strings.Contains(b, want) {
 			t.Errorf("base prompt lacks %q", want)

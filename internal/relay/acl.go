@@ -24,8 +24,8 @@ type acl struct {
 }
 
 // pGatedKinds are readable only by the pubkey in their p tag (gift wraps, observer frames,
-// membership notices).
-var pGatedKinds = []int{protocol.KindGiftWrap, protocol.KindObserverFrame, protocol.KindMemberAdded, protocol.KindMemberRemoved}
+// membership notices, hidden-DM snapshots).
+var pGatedKinds = []int{protocol.KindGiftWrap, protocol.KindObserverFrame, protocol.KindMemberAdded, protocol.KindMemberRemoved, protocol.KindDMVisibility}
 
 // personalKinds are readable only by their author or the pubkey in their p tag (NIP-AE
 // engrams: an agent's memory; NIP-AM turn metrics: the agent and its owner).

@@ -1,10 +1,12 @@
 package relay
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 
@@ -206,4 +208,81 @@ func dmAddsAllowed(look adminLookup, actor string, added []string) error {
 		}
 	}
 	return nil
+}
+// applyDMHide (41012) hides a DM from its signer's list. The hidden set is upstream's NIP-DV
+// snapshot: a relay-signed, replaceable 30622 addressed to the viewer (d and p = the viewer,
+// one h per hidden DM) that only the viewer can read. The DM itself is unchanged: still
+// readable and writable, and hiding it again changes nothing.
+func applyDMHide(ctx context.Context, r *Relay, in *ingest) *result {
+	if in.ev.Kind != protocol.KindDMHide {
+		return nil
+	}
+	viewer, dm := in.ev.PubKey, protocol.TagValue(in.ev.Tags, "h")
+	if dm == "" {
+		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg("missing h tag (channel_id)"))
+	}
+	ch, ok := r.acl.get(dm)
+	if _, member := ch.Members[viewer]; !ok || ch.Deleted || !member {
+		return refuse(http.StatusForbidden, protocol.ReasonForbidden.Msg("not a member of this DM"))
+	}
+	if ch.Type != protocol.TypeDM {
+		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg("channel is not a DM"))
+	}
+	if err := r.setDMHidden(ctx, viewer, dm, true); err != nil {
+		return refuse(http.StatusInternalServerError, protocol.ReasonError.Msg("could not update the DM visibility snapshot"))
+	}
+	res := accepted(protocol.Response("{}"))
+	return &res
+}
+
+// setDMHidden adds dm to the viewer's hidden set, or takes it out, and publishes the new 30622
+// snapshot if that changed it. One viewer's snapshot is read, changed and replaced under one
+// lock, so two changes at once cannot each drop the other's.
+func (r *Relay) setDMHidden(ctx context.Context, viewer, dm string, hide bool) error {
+	defer r.admin.lock("dm-visibility:" + viewer)()
+	prev, err := r.dmVisibility(ctx, viewer)
+	if err != nil {
+		return err
+	}
+	var hidden []string
+	at := r.now().Unix()
+	if prev != nil {
+		for t := range prev.Tags.FindAll("h") {
+			hidden = append(hidden, t[1])
+		}
+		at = max(at, int64(prev.CreatedAt)+1) // a replacement must be newer
+	}
+	was := slices.Contains(hidden, dm)
+	if was == hide {
+		return nil // nothing changes
+	}
+	if hide {
+		hidden = append(hidden, dm)
+		slices.Sort(hidden)
+	} else {
+		hidden = slices.DeleteFunc(hidden, func(id string) bool { return id == dm })
+	}
+	tags := nostr.Tags{{"d", viewer}, {"p", viewer}}
+	for _, id := range hidden {
+		tags = append(tags, nostr.Tag{"h", id})
+	}
+	snap := &nostr.Event{Kind: protocol.KindDMVisibility, CreatedAt: nostr.Timestamp(at), Tags: tags}
+	if err := protocol.Sign(snap, r.sk); err != nil {
+		return err
+	}
+	if err := r.st.Update(ctx, func(tx store.Tx) error { return tx.SaveEvent(snap, "") }); err != nil {
+		return err
+	}
+	r.broadcast(snap, "")
+	return nil
+}
+
+// dmVisibility is the viewer's current 30622 snapshot, nil when they have hidden nothing.
+func (r *Relay) dmVisibility(ctx context.Context, viewer string) (*nostr.Event, error) {
+	f := store.Filter{Filter: nostr.Filter{Kinds: []int{protocol.KindDMVisibility}, Authors: []string{r.pk}, Tags: nostr.TagMap{"d": {viewer}}}}
+	evs, err := r.st.Query(ctx, r.relayAccess(), f, 1)
+	if err != nil || len(evs) == 0 {
+		return nil, err
+	}
+	return &evs[0], nil
 }

@@ -172,3 +172,74 @@ func TestDMReopenRestoresAParticipantWhoLeft(t *testing.T) {
 		t.Fatal("bob cannot read the DM after alice reopened it")
 	}
 }
+
+// hiddenDMs is the viewer's 30622 snapshot's h tags, read as the viewer.
+func hiddenDMs(t *testing.T, viewer user) []string {
+	t.Helper()
+	evs := sharedRelay.Query(t, viewer.sk, nostr.Filter{Kinds: []int{protocol.KindDMVisibility}, Tags: nostr.TagMap{"p": {viewer.pk}}, Limit: 1})
+	if len(evs) == 0 {
+		return nil
+	}
+	if d := protocol.TagValue(evs[0].Tags, "d"); d != viewer.pk {
+		t.Fatalf("snapshot d = %q, want the viewer", d)
+	}
+	var out []string
+	for tg := range evs[0].Tags.FindAll("h") {
+		out = append(out, tg[1])
+	}
+	return out
+}
+
+func TestDMHideRepublishesTheViewersHiddenSnapshotOnlyForThemUntilTheyReopen(t *testing.T) {
+	alice, bob, carol := newUser(), newUser(), newUser()
+	ab, _ := openDM(t, alice, bob.pk)
+	ac, _ := openDM(t, alice, carol.pk)
+	hide := func(u user, dm string) (int, string) {
+		status, res := sharedRelay.TryPublish(t, u.sk, &nostr.Event{Kind: protocol.KindDMHide, Tags: nostr.Tags{{"h", dm}}})
+		return status, res.Message + res.Error
+	}
+	if status, msg := hide(alice, ab); status != 200 || msg != "response:{}" {
+		t.Fatalf("hide: %d %q", status, msg)
+	}
+	hide(alice, ac)
+	hide(alice, ab) // again: no change
+	want := []string{ab, ac}
+	sort.Strings(want)
+	if got := hiddenDMs(t, alice); !slices.Equal(got, want) {
+		t.Fatalf("alice's hidden DMs = %v, want %v", got, want)
+	}
+	// Bob hid nothing, and cannot read alice's snapshot (p-gated).
+	if got := hiddenDMs(t, bob); got != nil {
+		t.Fatalf("bob's hidden DMs = %v", got)
+	}
+	status, raw := sharedRelay.Post(t, bob.sk, "/query", []byte(`[{"kinds":[30622],"#p":["`+alice.pk+`"]}]`))
+	if status == 200 && strings.Contains(string(raw), ab) {
+		t.Fatalf("bob read alice's snapshot: %d %s", status, raw)
+	}
+	// The DM is still there for alice to write in.
+	sharedRelay.Publish(t, alice.sk, nostr.Event{Kind: protocol.KindStreamMessage, Content: "still here", Tags: nostr.Tags{{"h", ab}}})
+	// Only a participant hides a DM; only DMs are hidden.
+	if status, msg := hide(carol, ab); status != 403 || msg != "forbidden: not a member of this DM" {
+		t.Fatalf("a non-participant's hide: %d %q", status, msg)
+	}
+	stream := sharedRelay.CreateChannel(t, alice.sk, "general", false)
+	if status, msg := hide(alice, stream); status != 400 || msg != "invalid: channel is not a DM" {
+		t.Fatalf("hide of a stream channel: %d %q", status, msg)
+	}
+	if status, res := sharedRelay.TryPublish(t, alice.sk, &nostr.Event{Kind: protocol.KindDMHide, Tags: nostr.Tags{}}); status != 400 || res.Error != "invalid: missing h tag (channel_id)" {
+		t.Fatalf("hide without h: %d %+v", status, res)
+	}
+	// Reopening a hidden DM brings it back; bob's open of it changes nothing for alice.
+	openDM(t, bob, alice.pk)
+	if got := hiddenDMs(t, alice); !slices.Equal(got, want) {
+		t.Fatalf("after bob's open, alice's hidden DMs = %v, want %v", got, want)
+	}
+	openDM(t, alice, bob.pk)
+	if got := hiddenDMs(t, alice); !slices.Equal(got, []string{ac}) {
+		t.Fatalf("after alice reopened it, her hidden DMs = %v, want only %s", got, ac)
+	}
+	// Nobody publishes a snapshot themselves.
+	if status, res := sharedRelay.TryPublish(t, bob.sk, &nostr.Event{Kind: protocol.KindDMVisibility, Tags: nostr.Tags{{"d", bob.pk}, {"p", bob.pk}}}); status == 200 && res.Accepted {
+		t.Fatal("a client published a 30622")
+	}
+}

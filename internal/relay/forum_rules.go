@@ -24,3 +24,27 @@ func forumPostInForum(_ context.Context, r *Relay, in *ingest) *result {
 	}
 	return nil
 }
+
+// voteOnForumPost: a vote (45002) is "+" or "-" on a forum post or comment of the same channel,
+// as upstream; a vote on chat, or on nothing, would count toward no post.
+func voteOnForumPost(ctx context.Context, r *Relay, in *ingest) *result {
+	ev := in.ev
+	if ev.Kind != protocol.KindForumVote {
+		return nil
+	}
+	if ev.Content != "+" && ev.Content != "-" {
+		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg(`a vote's content is "+" or "-"`))
+	}
+	target := protocol.TagValue(ev.Tags, "e")
+	if !protocol.IsHex64(target) {
+		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg("a vote needs an e tag naming the post"))
+	}
+	post, postCh, err := r.st.Event(ctx, target)
+	switch {
+	case err != nil:
+		return refuse(http.StatusInternalServerError, protocol.ReasonError.Msg("lookup failed"))
+	case post == nil || postCh != in.channel || !forumKinds[post.Kind]:
+		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg("vote target must be a forum post or comment"))
+	}
+	return nil
+}

@@ -149,7 +149,7 @@ func (r *Relay) finishWrite(w *storeWrite, err error) result {
 // ephemeral events fan out at once: those wait.
 func pipelined(ev *nostr.Event) bool {
 	switch ev.Kind {
-	case protocol.KindDeletion, protocol.KindEdit, protocol.KindDMOpen, protocol.KindDMAddMember:
+	case protocol.KindDeletion, protocol.KindEdit, protocol.KindDMOpen, protocol.KindDMAddMember, protocol.KindDMHide:
 		return false
 	}
 	return !protocol.IsChannelAdmin(ev.Kind) && !protocol.IsEphemeral(ev.Kind)

@@ -39,9 +39,11 @@ var ingestRules = []ingestRule{
 	applyAdmin,
 	dmCommandRate,
 	applyDMCommand,
+	applyDMHide,
 
 	writableChannel,
 	forumPostInForum,
+	voteOnForumPost,
 	editOfOwnMessage,
 	systemRowByMember,
 	canvasByMember,
@@ -76,7 +78,7 @@ var clientKinds = kindSet(
 	protocol.KindStreamMessageV2, protocol.KindEdit, protocol.KindReminder, protocol.KindDiffMessage,
 	protocol.KindSystemMessage, protocol.KindCanvas,
 	protocol.KindForumPost, protocol.KindForumVote, protocol.KindForumComment,
-	protocol.KindDMOpen, protocol.KindDMAddMember, // docs/dms.md
+	protocol.KindDMOpen, protocol.KindDMAddMember, protocol.KindDMHide, // docs/dms.md
 	protocol.KindPrivateReminder, // NIP-ER (reminders.go)
 )
 
@@ -262,6 +264,12 @@ func applyDMCommand(ctx context.Context, r *Relay, in *ingest) *result {
 		return refuse(http.StatusBadRequest, err.Error())
 	}
 	res := r.submitAdmin(ctx, in.ev, target)
+	// Opening a DM you hid brings it back to your list, as upstream's reopen does.
+	if res.OK && in.ev.Kind == protocol.KindDMOpen {
+		if err := r.setDMHidden(ctx, in.ev.PubKey, target, false); err != nil {
+			r.log.Warn("unhide reopened DM", "err", err)
+		}
+	}
 	return &res
 }
 

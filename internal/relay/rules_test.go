@@ -99,7 +99,7 @@ func TestServedKindRefusesRelayOnlyAndUnknownKinds(t *testing.T) {
 		protocol.KindGroupMetadata: "restricted: relay-only kind",
 		protocol.KindPresenceQuery: "restricted: relay-only kind",
 		12345:                      "restricted: unknown event kind",
-		protocol.KindDMHide:        "restricted: unknown event kind",
+		protocol.KindDMVisibility:  "restricted: relay-only kind",
 	} {
 		wantRefusal(t, servedKind(t.Context(), nil, wsIngest(ruleEvent(kind, pkMember))), 400, want)
 	}

@@ -323,10 +323,32 @@ function messageEl(m) {
       m.kind === 45001 ? el("span", { class: "tag post", text: "post" }) : null,
       el("span", { class: "time", text: time }),
       el("button", { type: "button", class: "reply-btn", text: "Reply in thread", onclick: () => startReply(m) })),
-    el("div", { class: "body" }, ...bodyNodes(m.content)),
+    m.diff ? diffEl(m) : el("div", { class: "body" }, ...bodyNodes(m.content)),
     attachmentsEl(m),
     m.permission ? permissionEl(m) : null,
     reactionsEl(m.id));
+}
+
+// diffEl shows a code diff (kind 40008) as one: a header naming the file, commit and repo, then
+// the diff's lines, each coloured by its first character (added, removed, hunk header).
+function diffEl(m) {
+  const d = m.diff;
+  const title = [d.file || "diff", "@ " + (d.commit || "").slice(0, 12), d.pr ? "PR #" + d.pr : ""].filter(Boolean).join(" ");
+  const pre = el("pre", { class: "diff" });
+  for (const line of m.content.replace(/\n$/, "").split("\n")) {
+    let cls = "ctx";
+    if (line.startsWith("+++") || line.startsWith("---")) cls = "file";
+    else if (line.startsWith("@@")) cls = "hunk";
+    else if (line.startsWith("+")) cls = "add";
+    else if (line.startsWith("-")) cls = "del";
+    pre.append(el("span", { class: "diff-" + cls, text: line || " " })); // each span is a block: one line
+  }
+  return el("div", { class: "body diff-msg" },
+    el("div", { class: "diff-head" },
+      el("span", { class: "diff-title", text: title }),
+      /^https?:\/\//.test(d.repo) ? el("a", { href: d.repo, target: "_blank", rel: "noopener noreferrer", text: d.repo }) : null),
+    d.description ? el("div", { class: "diff-desc", text: d.description }) : null,
+    pre);
 }
 
 // attachmentsEl shows a message's files: images on the stack's relay inline (the server gives
@@ -385,10 +407,16 @@ function renderMessages() {
     if (m.root && byId.has(m.root)) {
       if (!replies.has(m.root)) replies.set(m.root, []);
       replies.get(m.root).push(m);
+      if (m.broadcast) tops.push({ ...m, alsoInThread: true }); // sent to the channel too
     } else tops.push(m);
   }
   const nodes = tops.filter((m) => !m.system || SYSTEM_ROWS[m.system.type]).map((m) => {
     const node = messageEl(m);
+    if (m.alsoInThread) {
+      node.classList.add("broadcast");
+      node.querySelector(".meta").append(el("span", { class: "tag", text: "also in thread" }));
+      return node;
+    }
     const rs = replies.get(m.id);
     const working = typingEl(S.current, m.id);
     if (rs || working) node.append(el("div", { class: "thread", "data-root": m.id }, ...(rs || []).map(messageEl).filter(Boolean), working));
