@@ -103,8 +103,13 @@ func isDMOf(ch store.Channel, set []string) bool {
 // (REQ, writes, admin kinds): otherwise a probe would tell who has a DM with whom.
 func (r *Relay) hiddenDM(pubkey, id string) bool {
 	ch, ok := r.acl.get(id)
+	return ok && hidesDM(ch, pubkey)
+}
+
+// hidesDM is hiddenDM for a channel already at hand.
+func hidesDM(ch store.Channel, pubkey string) bool {
 	_, member := ch.Members[pubkey]
-	return ok && ch.Type == protocol.TypeDM && !member
+	return ch.Type == protocol.TypeDM && !member
 }
 
 // dmTarget is the channel a DM command acts on: the DM of its participant set. For 41011 the

@@ -38,3 +38,11 @@ func TestRateLimitOfZeroAllowsEverything(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRateLimitAllow is the write-rate rule's cost per event (one key, never limited).
+func BenchmarkRateLimitAllow(b *testing.B) {
+	l := newRateLimit(1e9, 1e9, time.Now)
+	for b.Loop() {
+		l.allow("a")
+	}
+}

@@ -296,7 +296,7 @@ func writableChannel(ctx context.Context, r *Relay, in *ingest) *result {
 func (r *Relay) checkWrite(pubkey, chID string) *result {
 	ch, ok := r.acl.get(chID)
 	switch {
-	case !ok || ch.Deleted || r.hiddenDM(pubkey, chID):
+	case !ok || ch.Deleted || hidesDM(ch, pubkey):
 		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg("unknown channel"))
 	case ch.Archived:
 		return refuse(http.StatusBadRequest, protocol.ReasonRestricted.Msg("channel is archived"))

@@ -224,6 +224,12 @@ func TestWritableChannelRefusesUnknownArchivedAndForeignPrivateChannels(t *testi
 	private.Deleted = true
 	r.acl.put(private)
 	wantRefusal(t, write(pkOwner, otherChannel), 400, "invalid: unknown channel")
+	// A DM is unknown to anyone outside it: its id is computable from its participants.
+	dm := dmChannelID([]string{pkAgent, pkOwner})
+	r.acl.put(store.Channel{ID: dm, Visibility: protocol.VisibilityPrivate, Type: protocol.TypeDM,
+		Members: map[string]string{pkOwner: protocol.RoleMember, pkAgent: protocol.RoleMember}})
+	wantPass(t, write(pkAgent, dm))
+	wantRefusal(t, write(pkOutside, dm), 400, "invalid: unknown channel")
 }
 
 func TestEditOfOwnMessageRefusesEditsOfOthersMessagesOrOfAnotherChannel(t *testing.T) {
