@@ -75,6 +75,7 @@ type options struct {
 	stateDir                                       string
 	noResumeSessions                               bool
 	noReactions, noTyping, noPresence              bool
+	noPublishDirectory                             bool
 	sessionPolicy                                  string
 	multipleEvents, dedup                          string
 	maxCachedSessions, sessionIdleTTL              int
@@ -170,6 +171,7 @@ func Command() *cobra.Command {
 	f.Bool(&o.noReactions, "no-reactions", "BUZZ_ACP_NO_REACTIONS", "do not add 👀 to accepted events")
 	f.Bool(&o.noTyping, "no-typing", "BUZZ_ACP_NO_TYPING", "do not send typing indicators (kind 20002) while a turn runs")
 	f.Bool(&o.noPresence, "no-presence", "BUZZ_ACP_NO_PRESENCE", "do not send presence (kind 20001)")
+	f.Bool(&o.noPublishDirectory, "no-publish-directory", "BUZZ_ACP_NO_PUBLISH_DIRECTORY", "do not publish the agent's kind-10100 directory entry (channels, respond_to) that Buzz Desktop's @ autocomplete reads")
 	f.String(&o.sessionPolicy, "session-policy", "BUZZ_ACP_SESSION_POLICY", "thread", "one agent session per thread, or per channel (thread|channel)")
 	f.String(&o.multipleEvents, "multiple-event-handling", "BUZZ_ACP_MULTIPLE_EVENT_HANDLING", "steer", "a new message while its conversation's turn runs: queue (wait), steer (fold it into the turn), interrupt (it supersedes the turn), owner-interrupt (interrupt for the owner, else steer)")
 	f.String(&o.dedup, "dedup", "BUZZ_ACP_DEDUP", "queue", "events arriving while their conversation's turn runs: queue (answer next) or drop (only with --multiple-event-handling queue)")
@@ -266,6 +268,7 @@ func (o *options) harnessConfig(sk string, logger *slog.Logger) harness.Config {
 		NoReactions:                   o.noReactions,
 		NoTyping:                      o.noTyping,
 		NoPresence:                    o.noPresence,
+		NoPublishDirectory:            o.noPublishDirectory,
 		SessionPolicy:                 harness.SessionPolicy(o.sessionPolicy),
 		MultipleEventHandling:         harness.EventHandling(o.multipleEvents),
 		Dedup:                         harness.Dedup(o.dedup),

@@ -48,6 +48,7 @@
 //	catchup.go      paging back through history a subscription's limit left out
 //	notice.go       the failure notice
 //	addpolicy.go    the kind-10100 channel add policy
+//	directory.go    the kind-10100 directory entry (channels, respond_to) and its worker
 //	quota.go        waits that providers name
 package harness
 
@@ -111,6 +112,7 @@ type Harness struct {
 	budget   *budget     // --max-cost-per-day, --max-tokens-per-day (budget.go)
 	activeAt time.Time   // the last moment the harness was not quiet (--exit-after-inactivity)
 	catchUp  catchUp     // history pages older than a subscription's limit (catchup.go)
+	dir      *directory  // the kind-10100 directory entry; nil with --no-publish-directory (directory.go)
 
 	inbox inbox // what goroutines report back to the loop
 
@@ -165,6 +167,9 @@ func New(cfg Config) (*Harness, error) {
 			wake:      make(chan struct{}, 1),
 			peeks:     make(chan heartbeatPeek, 1),
 		},
+	}
+	if !cfg.NoPublishDirectory {
+		h.dir = newDirectory()
 	}
 	if cfg.NoResumeSessions {
 		h.store = sessionstore.Disabled()
@@ -237,6 +242,11 @@ func (h *Harness) Run(ctx context.Context) error {
 	}
 	if err := h.discover(ctx, since); err != nil {
 		return err
+	}
+	if h.dir != nil {
+		h.tasks.Go(func() { runDirectory(ctx, h.dir, h.clock, h.log, h.writeDirectory) })
+		h.directoryChanged() // reconcile: even with no channels, the entry is brought up to date
+		h.flushDirectory()
 	}
 	h.live.Subscribe(subMembership, nostr.Filter{
 		Kinds: []int{protocol.KindMemberAdded, protocol.KindMemberRemoved},
@@ -334,6 +344,7 @@ func (h *Harness) serve(ctx context.Context, liveErr <-chan error) error {
 				h.unfollow(h.follows.expired(now))
 			}
 			h.flushSubs()
+			h.flushDirectory()
 			h.pool.maintain(ctx, h.convs)
 			h.keepTyping(now)
 			// The clock's time, not the tick's: a tick a slow loop missed is dropped, and the
