@@ -134,7 +134,7 @@ func Command() *cobra.Command {
 	f.String(&o.privateKey, "private-key", "BUZZ_PRIVATE_KEY", "", "the agent's secret key (hex or nsec); required")
 	f.String(&o.owner, "agent-owner", "BUZZ_ACP_AGENT_OWNER", "", "owner pubkey (hex or npub): may run !cancel/!rotate/!shutdown")
 	f.String(&o.channelAddPolicy, "channel-add-policy", "BUZZ_ACP_CHANNEL_ADD_POLICY", "", "publish this channel_add_policy (anyone, owner_only, nobody) in the agent's kind 10100 at start (default: publish nothing)")
-	f.String(&o.authTag, "auth-tag", ownerauth.EnvVar, "", "the agent's NIP-OA auth tag JSON: its owner is the agent's owner (over --agent-owner); also put on the published kind 10100")
+	f.String(&o.authTag, "auth-tag", ownerauth.EnvVar, "", "the agent's NIP-OA auth tag JSON: its owner is the agent's owner (over --agent-owner); also in its AUTH and on every event it signs")
 	f.String(&o.agentCommand, "agent-command", "BUZZ_ACP_AGENT_COMMAND", defaultAgent, "ACP agent to run (under \"buzz acp\", falls back to \"buzz agent\" when no buzz-agent is installed)")
 	f.String(&o.agentArgs, "agent-args", "BUZZ_ACP_AGENT_ARGS", "", "agent arguments, comma-separated")
 	f.String(&o.agentCwd, "agent-cwd", "BUZZ_ACP_AGENT_CWD", "", "agent working directory (default: current directory)")

@@ -29,11 +29,11 @@ func CheckAddPolicy(p string) error {
 
 // PublishAddPolicy sets the signer's kind-10100 channel_add_policy, keeping every other field
 // (UpdateAgentProfile).
-func PublishAddPolicy(ctx context.Context, b *Bridge, policy, authTagJSON string) (PublishResult, error) {
+func PublishAddPolicy(ctx context.Context, b *Bridge, policy string) (PublishResult, error) {
 	if err := CheckAddPolicy(policy); err != nil {
 		return PublishResult{}, err
 	}
-	res, _, err := UpdateAgentProfile(ctx, b, map[string]any{"channel_add_policy": policy}, authTagJSON, true)
+	res, _, err := UpdateAgentProfile(ctx, b, map[string]any{"channel_add_policy": policy}, true)
 	return res, err
 }
 
@@ -41,13 +41,12 @@ func PublishAddPolicy(ctx context.Context, b *Bridge, policy, authTagJSON string
 // over it (protocol.MergeAgentProfile: every other field is kept) and publishes the result;
 // every 10100 writer goes through it. With always false nothing is published when the content
 // and the auth tag would stay the same (published reports which). A refusal comes back as
-// Accepted=false, as from Publish. authTagJSON ("" = none) is the NIP-OA tag in BUZZ_AUTH_TAG
-// form, checked against the signer; it goes on the event because the relay takes the owner for
-// owner_only from the 10100's own tag.
-func UpdateAgentProfile(ctx context.Context, b *Bridge, set map[string]any, authTagJSON string, always bool) (res PublishResult, published bool, err error) {
+// Accepted=false, as from Publish. The bridge's AuthTag, checked against the signer, goes on
+// the event: the relay takes the owner for owner_only from the 10100's own tag.
+func UpdateAgentProfile(ctx context.Context, b *Bridge, set map[string]any, always bool) (res PublishResult, published bool, err error) {
 	tags := nostr.Tags{}
-	if authTagJSON != "" {
-		tag, err := ownerauth.Parse(authTagJSON)
+	if b.AuthTag != "" {
+		tag, err := ownerauth.Parse(b.AuthTag)
 		if err != nil {
 			return PublishResult{}, false, err
 		}

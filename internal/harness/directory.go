@@ -164,7 +164,7 @@ func runDirectory(ctx context.Context, d *directory, clk clock.Clock, log *slog.
 func (h *Harness) writeDirectory(ctx context.Context, f map[string]any) error {
 	ctx, cancel := context.WithTimeout(ctx, directoryTimeout)
 	defer cancel()
-	res, published, err := client.UpdateAgentProfile(ctx, h.relay.bridge, f, h.cfg.AuthTag, false)
+	res, published, err := client.UpdateAgentProfile(ctx, h.relay.bridge, f, false)
 	if err == nil && !res.Accepted {
 		err = fmt.Errorf("relay refused it: %s", res.Message)
 	}

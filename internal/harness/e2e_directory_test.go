@@ -9,6 +9,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/protocol/ownerauth"
 	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
@@ -112,5 +113,40 @@ func TestNoPublishDirectoryLeavesTheEntryAlone(t *testing.T) {
 	s.waitReply(s.mention(s.ownerSK, "hello").ID)
 	if c := s.directoryEntry(); c != nil {
 		t.Fatalf("directory entry published with the opt-out: %v", c)
+	}
+}
+
+// With BUZZ_AUTH_TAG, the events buzz-acp signs (its 👀 and the deletion of it, its directory
+// entry) and the reply its agent sends with the buzz CLI all carry the exact tag.
+func TestAuthTagGoesOnTheEventsTheHarnessAndItsAgentSign(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	tag, err := ownerauth.Issue(s.ownerSK, s.agentPK, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.start(nil, "BUZZ_AUTH_TAG="+tag.JSON())
+	m := s.mention(s.ownerSK, "hello")
+	reply := s.waitReply(m.ID)
+	var del nostr.Event
+	testwait.Eventually(t, 20*time.Second, func() bool {
+		evs := s.relay.Query(t, s.ownerSK, nostr.Filter{Kinds: []int{protocol.KindDeletion}, Authors: []string{s.agentPK}})
+		if len(evs) > 0 {
+			del = evs[0]
+		}
+		return len(evs) > 0
+	}, "the 👀 to be removed")
+	s.waitDirectory(s.channel)
+	entry := s.relay.Query(t, s.ownerSK, nostr.Filter{Kinds: []int{protocol.KindAgentProfile}, Authors: []string{s.agentPK}})
+	for name, ev := range map[string]nostr.Event{"reply": reply, "deletion": del, "directory entry": entry[0]} {
+		n := 0
+		for _, tg := range ev.Tags {
+			if slices.Equal(tg, tag.NostrTag()) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%s tags %v, want the auth tag once", name, ev.Tags)
+		}
 	}
 }

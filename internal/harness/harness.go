@@ -186,7 +186,9 @@ func New(cfg Config) (*Harness, error) {
 		return nil, err
 	}
 	h.feed = &activity{bus: h.bus, cwd: cfg.AgentCwd, costs: &h.costs, runIDs: &h.runIDs, turns: &h.turns}
-	h.relay = &relayClient{bridge: client.NewBridge(cfg.RelayURL, cfg.SecretKey), self: pk, cfg: &h.cfg, log: h.log, clock: clk}
+	bridge := client.NewBridge(cfg.RelayURL, cfg.SecretKey)
+	bridge.AuthTag = cfg.AuthTag // x-auth-tag on every call, the auth tag on every event it signs
+	h.relay = &relayClient{bridge: bridge, self: pk, cfg: &h.cfg, log: h.log, clock: clk}
 	h.ack = newAcker(&h.cfg, pk, h.relay.bridge, h.log, &h.tasks)
 	h.asker = newPermAsker(&h.cfg, pk, h.relay, h.feed, h.inbox.questions, filepath.Join(cfg.StateDir, "permissions-"+pk+".json"))
 	h.sessions = &sessionOpener{cfg: &h.cfg, store: h.store, relay: h.relay, feed: h.feed, log: h.log, clock: clk}
@@ -228,7 +230,7 @@ func (h *Harness) Run(ctx context.Context) error {
 
 	h.turnEnds.since = h.clock.Now()
 	since := h.catchUpSince()
-	h.live = client.NewLive(client.LiveConfig{RelayURL: h.cfg.RelayURL, SecretKey: h.cfg.SecretKey, Logger: h.log,
+	h.live = client.NewLive(client.LiveConfig{RelayURL: h.cfg.RelayURL, SecretKey: h.cfg.SecretKey, AuthTag: h.cfg.AuthTag, Logger: h.log,
 		OnReady: h.metrics.relayReady})
 	liveErr := make(chan error, 1)
 	// The socket outlives the run's context by the offline presence at shutdown (see stop).
