@@ -47,3 +47,22 @@ func TestBinaryPutsTheExactAuthTagOnEveryEventItSigns(t *testing.T) {
 		}
 	}
 }
+
+// Without an auth tag of its own, set-profile keeps the one on the current profile: stripping it
+// would drop the attestation sibling agents and Desktop's "managed by" read.
+func TestBinarySetProfileKeepsTheProfilesAuthTag(t *testing.T) {
+	t.Parallel()
+	s := relaytest.Start(t)
+	owner, agent := newUser(t, s.URL), newUser(t, s.URL)
+	tag, err := ownerauth.Issue(owner.sk, agent.pk, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent.ok(nil, "", "users", "set-profile", "--auth-tag", tag.JSON(), "--name", "bee")
+	var p sent
+	agent.ok(&p, "", "users", "set-profile", "--about", "busy")
+	evs := s.Query(t, owner.sk, nostr.Filter{IDs: []string{p.EventID}})
+	if len(evs) != 1 || !exactlyOnce(evs[0].Tags, tag.NostrTag()) || !ownerauth.IsSibling(&evs[0], owner.pk) {
+		t.Fatalf("profile after set-profile: %v", evs)
+	}
+}
