@@ -115,6 +115,8 @@ type Relay struct {
 
 	peakQueued atomic.Int64 // highest bytes ever queued on one connection (tests, limits)
 
+	turnMetrics *rateBook // kind 44200 per agent (rules.go turnMetricRate)
+
 	shared        shared // nil unless several nodes may share the store
 	stopFollow    func()
 	stopReminders func()
@@ -172,20 +174,21 @@ func Open(cfg Config) (*Relay, error) {
 		return nil, fmt.Errorf("relay: load channels: %w", err)
 	}
 	r := &Relay{
-		cfg:        cfg,
-		log:        cfg.Logger,
-		now:        cfg.Now,
-		st:         st,
-		blobs:      blobs,
-		sk:         sk,
-		pk:         pk,
-		acl:        newACL(chans),
-		stamps:     map[stampKey]int64{},
-		conns:      map[*conn]struct{}{},
-		gate:       newQueryGate(),
-		origins:    origins,
-		listenAddr: cfg.ListenAddr,
-		shared:     sh,
+		cfg:         cfg,
+		log:         cfg.Logger,
+		now:         cfg.Now,
+		st:          st,
+		blobs:       blobs,
+		sk:          sk,
+		pk:          pk,
+		acl:         newACL(chans),
+		stamps:      map[stampKey]int64{},
+		conns:       map[*conn]struct{}{},
+		gate:        newQueryGate(),
+		turnMetrics: newRateBook(turnMetricLimit, turnMetricWindow),
+		origins:     origins,
+		listenAddr:  cfg.ListenAddr,
+		shared:      sh,
 	}
 	if sh != nil {
 		if err := r.startFollowing(); err != nil {
