@@ -96,8 +96,8 @@ func (a *app) usersCommand() *cobra.Command {
 		// The profile's auth tag is the attestation sibling agents and Desktop's "managed by"
 		// read: without --auth-tag the current one is kept (with it, the bridge puts that on).
 		if cur != nil && b.AuthTag == "" {
-			if t := cur.Tags.GetFirst([]string{ownerauth.TagName}); t != nil {
-				ev.Tags = append(ev.Tags, *t)
+			if t := cur.Tags.Find(ownerauth.TagName); t != nil {
+				ev.Tags = append(ev.Tags, t)
 			}
 		}
 		// Replaceable-event ties go to the lower id; make sure an update within the same second

@@ -74,10 +74,7 @@ func UpdateAgentProfile(ctx context.Context, b *Bridge, set map[string]any, alwa
 
 // sameAuthTag reports whether ev carries exactly the auth tag of tags (or none, like tags).
 func sameAuthTag(ev *nostr.Event, tags nostr.Tags) bool {
-	var have nostr.Tag
-	if t := ev.Tags.GetFirst([]string{ownerauth.TagName}); t != nil {
-		have = *t
-	}
+	have := ev.Tags.Find(ownerauth.TagName)
 	var want nostr.Tag
 	if len(tags) > 0 {
 		want = tags[0]

@@ -27,7 +27,7 @@ func AddAuthTag(ev *nostr.Event, tagJSON string) error {
 
 // addAuthTag appends tag (nil = none) unless ev already has an auth tag.
 func addAuthTag(ev *nostr.Event, tag nostr.Tag) {
-	if tag == nil || ev.Tags.GetFirst([]string{ownerauth.TagName}) != nil {
+	if tag == nil || ev.Tags.Find(ownerauth.TagName) != nil {
 		return
 	}
 	ev.Tags = append(ev.Tags, tag)
