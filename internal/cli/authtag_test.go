@@ -3,6 +3,7 @@ package cli_test
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -64,5 +65,15 @@ func TestBinarySetProfileKeepsTheProfilesAuthTag(t *testing.T) {
 	evs := s.Query(t, owner.sk, nostr.Filter{IDs: []string{p.EventID}})
 	if len(evs) != 1 || !exactlyOnce(evs[0].Tags, tag.NostrTag()) || !ownerauth.IsSibling(&evs[0], owner.pk) {
 		t.Fatalf("profile after set-profile: %v", evs)
+	}
+}
+
+func TestBinaryRefusesAMalformedAuthTagBeforeAnyRequest(t *testing.T) {
+	t.Parallel()
+	s := relaytest.Start(t)
+	u := newUser(t, s.URL)
+	e := u.fails(1, "users", "set-profile", "--auth-tag", `["auth","x"]`, "--name", "bee")
+	if !strings.Contains(e.Message, "BUZZ_AUTH_TAG") {
+		t.Fatalf("error %q does not name BUZZ_AUTH_TAG", e.Message)
 	}
 }

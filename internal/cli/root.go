@@ -27,6 +27,7 @@ import (
 	"github.com/buzz-harness/buzz/internal/client"
 	"github.com/buzz-harness/buzz/internal/cmdflag"
 	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/protocol/ownerauth"
 	"github.com/buzz-harness/buzz/internal/relaycmd"
 )
 
@@ -184,6 +185,12 @@ func (a *app) bridge() (*client.Bridge, error) {
 	}
 	if o.Timeout <= 0 || o.Connect <= 0 {
 		return nil, usageError("--timeout and --connect-timeout must be positive seconds")
+	}
+	if o.AuthTag != "" {
+		// It goes on every event signed: a malformed one is refused before any request.
+		if _, err := ownerauth.Parse(o.AuthTag); err != nil {
+			return nil, usageError("--auth-tag / BUZZ_AUTH_TAG: %s", err)
+		}
 	}
 	b := client.NewBridge(o.RelayURL, sk)
 	b.AuthTag = o.AuthTag
