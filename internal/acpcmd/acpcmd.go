@@ -77,6 +77,7 @@ type options struct {
 	stateDir                                       string
 	noResumeSessions                               bool
 	noReactions, noTyping, noPresence              bool
+	noPublishDirectory                             bool
 	sessionPolicy                                  string
 	multipleEvents, dedup                          string
 	maxCachedSessions, sessionIdleTTL              int
@@ -135,7 +136,7 @@ func Command() *cobra.Command {
 	f.String(&o.privateKey, "private-key", "BUZZ_PRIVATE_KEY", "", "the agent's secret key (hex or nsec); required")
 	f.String(&o.owner, "agent-owner", "BUZZ_ACP_AGENT_OWNER", "", "owner pubkey (hex or npub): may run !cancel/!rotate/!shutdown")
 	f.String(&o.channelAddPolicy, "channel-add-policy", "BUZZ_ACP_CHANNEL_ADD_POLICY", "", "publish this channel_add_policy (anyone, owner_only, nobody) in the agent's kind 10100 at start (default: publish nothing)")
-	f.String(&o.authTag, "auth-tag", ownerauth.EnvVar, "", "the agent's NIP-OA auth tag JSON: its owner is the agent's owner (over --agent-owner); also put on the published kind 10100")
+	f.String(&o.authTag, "auth-tag", ownerauth.EnvVar, "", "the agent's NIP-OA auth tag JSON: its owner is the agent's owner (over --agent-owner); also in its AUTH and on every event it signs")
 	f.String(&o.agentCommand, "agent-command", "BUZZ_ACP_AGENT_COMMAND", defaultAgent, "ACP agent to run (under \"buzz acp\", falls back to \"buzz agent\" when no buzz-agent is installed)")
 	f.String(&o.agentArgs, "agent-args", "BUZZ_ACP_AGENT_ARGS", "", "agent arguments, comma-separated")
 	f.String(&o.agentCwd, "agent-cwd", "BUZZ_ACP_AGENT_CWD", "", "agent working directory (default: current directory)")
@@ -172,6 +173,7 @@ func Command() *cobra.Command {
 	f.Bool(&o.noReactions, "no-reactions", "BUZZ_ACP_NO_REACTIONS", "do not add 👀 to accepted events")
 	f.Bool(&o.noTyping, "no-typing", "BUZZ_ACP_NO_TYPING", "do not send typing indicators (kind 20002) while a turn runs")
 	f.Bool(&o.noPresence, "no-presence", "BUZZ_ACP_NO_PRESENCE", "do not send presence (kind 20001)")
+	f.Bool(&o.noPublishDirectory, "no-publish-directory", "BUZZ_ACP_NO_PUBLISH_DIRECTORY", "do not publish the agent's kind-10100 directory entry (channels, respond_to) that Buzz Desktop's @ autocomplete reads")
 	f.String(&o.sessionPolicy, "session-policy", "BUZZ_ACP_SESSION_POLICY", "thread", "one agent session per thread, or per channel (thread|channel)")
 	f.String(&o.multipleEvents, "multiple-event-handling", "BUZZ_ACP_MULTIPLE_EVENT_HANDLING", "steer", "a new message while its conversation's turn runs: queue (wait), steer (fold it into the turn), interrupt (it supersedes the turn), owner-interrupt (interrupt for the owner, else steer)")
 	f.String(&o.dedup, "dedup", "BUZZ_ACP_DEDUP", "queue", "events arriving while their conversation's turn runs: queue (answer next) or drop (only with --multiple-event-handling queue)")
@@ -268,6 +270,7 @@ func (o *options) harnessConfig(sk string, logger *slog.Logger) harness.Config {
 		NoReactions:                   o.noReactions,
 		NoTyping:                      o.noTyping,
 		NoPresence:                    o.noPresence,
+		NoPublishDirectory:            o.noPublishDirectory,
 		SessionPolicy:                 harness.SessionPolicy(o.sessionPolicy),
 		MultipleEventHandling:         harness.EventHandling(o.multipleEvents),
 		Dedup:                         harness.Dedup(o.dedup),

@@ -195,7 +195,7 @@ func (a *app) channelsCommand() *cobra.Command {
 				return nil, usageError("--auth-tag / BUZZ_AUTH_TAG: %s", err)
 			}
 		}
-		res, err := client.PublishAddPolicy(ctx, b, policy, a.options().AuthTag)
+		res, err := client.PublishAddPolicy(ctx, b, policy)
 		if err != nil {
 			return nil, err
 		}

@@ -27,6 +27,7 @@ import (
 	"github.com/buzz-harness/buzz/internal/client"
 	"github.com/buzz-harness/buzz/internal/cmdflag"
 	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/protocol/ownerauth"
 	"github.com/buzz-harness/buzz/internal/relaycmd"
 )
 
@@ -103,7 +104,7 @@ func newRoot(stdio IO) (*cobra.Command, *app) {
 	pf := cmdflag.On(root.PersistentFlags())
 	pf.String(&a.relay, "relay", "BUZZ_RELAY_URL", DefaultRelayURL, "relay URL (ws://, wss://, http://, https://)")
 	pf.String(&a.key, "private-key", "BUZZ_PRIVATE_KEY", "", "private key, hex or nsec")
-	pf.String(&a.authTag, "auth-tag", "BUZZ_AUTH_TAG", "", "NIP-OA auth tag JSON sent as x-auth-tag")
+	pf.String(&a.authTag, "auth-tag", "BUZZ_AUTH_TAG", "", "NIP-OA auth tag JSON: sent as x-auth-tag and put on every event signed")
 	pf.String(&a.format, "format", "BUZZ_FORMAT", "json", "output format: json (full events) or compact (fewer fields)")
 	pf.Int(&a.timeoutSecs, "timeout", "BUZZ_TIMEOUT_SECS", defaultTimeoutSecs, "seconds one relay request may take")
 	pf.Int(&a.connectSecs, "connect-timeout", "BUZZ_CONNECT_TIMEOUT_SECS", defaultConnectTimeout, "seconds to connect to the relay")
@@ -184,6 +185,12 @@ func (a *app) bridge() (*client.Bridge, error) {
 	}
 	if o.Timeout <= 0 || o.Connect <= 0 {
 		return nil, usageError("--timeout and --connect-timeout must be positive seconds")
+	}
+	if o.AuthTag != "" {
+		// It goes on every event signed: a malformed one is refused before any request.
+		if _, err := ownerauth.Parse(o.AuthTag); err != nil {
+			return nil, usageError("--auth-tag / BUZZ_AUTH_TAG: %s", err)
+		}
 	}
 	b := client.NewBridge(o.RelayURL, sk)
 	b.AuthTag = o.AuthTag

@@ -9,6 +9,7 @@ import (
 
 	"github.com/buzz-harness/buzz/internal/client"
 	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/protocol/ownerauth"
 	"github.com/nbd-wtf/go-nostr"
 	"github.com/spf13/cobra"
 )
@@ -93,6 +94,13 @@ func (a *app) usersCommand() *cobra.Command {
 			return nil, err
 		}
 		ev := &nostr.Event{Kind: protocol.KindProfile, Content: string(content), Tags: nostr.Tags{}}
+		// The profile's auth tag is the attestation sibling agents and Desktop's "managed by"
+		// read: without --auth-tag the current one is kept (with it, the bridge puts that on).
+		if cur != nil && b.AuthTag == "" {
+			if t := cur.Tags.Find(ownerauth.TagName); t != nil {
+				ev.Tags = append(ev.Tags, t)
+			}
+		}
 		// Replaceable-event ties go to the lower id; make sure an update within the same second
 		// as the previous profile still wins by moving created_at past it.
 		now := nostr.Now()

@@ -2,8 +2,8 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/nbd-wtf/go-nostr"
 
@@ -27,54 +27,57 @@ func CheckAddPolicy(p string) error {
 	return fmt.Errorf("channel add policy must be anyone, owner_only or nobody, got %q", p)
 }
 
-// PublishAddPolicy publishes the signer's kind-10100 agent profile with channel_add_policy set
-// to policy, keeping every other content field of the current profile (the directory fields
-// other tools maintain). A refusal comes back as Accepted=false, as from Publish. authTagJSON ("" = none) is the NIP-OA tag in BUZZ_AUTH_TAG form; it
-// goes on the event because the relay takes the owner for owner_only from the 10100's own tag.
-func PublishAddPolicy(ctx context.Context, b *Bridge, policy, authTagJSON string) (PublishResult, error) {
+// PublishAddPolicy sets the signer's kind-10100 channel_add_policy, keeping every other field
+// (UpdateAgentProfile).
+func PublishAddPolicy(ctx context.Context, b *Bridge, policy string) (PublishResult, error) {
 	if err := CheckAddPolicy(policy); err != nil {
 		return PublishResult{}, err
 	}
+	res, _, err := UpdateAgentProfile(ctx, b, map[string]any{"channel_add_policy": policy}, true)
+	return res, err
+}
+
+// UpdateAgentProfile reads the signer's current kind-10100 agent profile, writes set's fields
+// over it (protocol.MergeAgentProfile: every other field is kept) and publishes the result;
+// every 10100 writer goes through it. With always false nothing is published when the content
+// and the auth tag would stay the same (published reports which). A refusal comes back as
+// Accepted=false, as from Publish. The bridge's AuthTag, checked against the signer, goes on
+// the event: the relay takes the owner for owner_only from the 10100's own tag.
+func UpdateAgentProfile(ctx context.Context, b *Bridge, set map[string]any, always bool) (res PublishResult, published bool, err error) {
 	tags := nostr.Tags{}
-	if authTagJSON != "" {
-		tag, err := ownerauth.Parse(authTagJSON)
+	if b.AuthTag != "" {
+		tag, err := ownerauth.Parse(b.AuthTag)
 		if err != nil {
-			return PublishResult{}, err
+			return PublishResult{}, false, err
 		}
 		if err := tag.Verify(b.PublicKey()); err != nil {
-			return PublishResult{}, err
+			return PublishResult{}, false, err
 		}
 		tags = append(tags, tag.NostrTag())
 	}
 	evs, err := b.Query(ctx, F(nostr.Filter{Kinds: []int{protocol.KindAgentProfile}, Authors: []string{b.PublicKey()}, Limit: 1})...)
 	if err != nil {
-		return PublishResult{}, err
+		return PublishResult{}, false, err
 	}
-	content := map[string]any{}
-	var cur *nostr.Event
-	for i := range evs {
-		if cur == nil || evs[i].CreatedAt > cur.CreatedAt {
-			cur = &evs[i]
-		}
-	}
-	if cur != nil {
-		// Content that is not an object is replaced: the relay would ignore it anyway.
-		if json.Unmarshal([]byte(cur.Content), &content) != nil || content == nil {
-			content = map[string]any{}
-		}
-	}
-	content["channel_add_policy"] = policy
-	raw, err := json.Marshal(content)
+	cur := protocol.NewestEvent(evs)
+	ev, changed, err := protocol.MergeAgentProfile(cur, set, b.now())
 	if err != nil {
-		return PublishResult{}, err
+		return PublishResult{}, false, err
 	}
-	ev := &nostr.Event{Kind: protocol.KindAgentProfile, Content: string(raw), Tags: tags}
-	// A replaceable-event tie goes to the lower id; a second update within the same second must
-	// still replace the first.
-	now := nostr.Timestamp(b.now().Unix())
-	if cur != nil && now <= cur.CreatedAt {
-		now = cur.CreatedAt + 1
+	if !always && !changed && sameAuthTag(cur, tags) {
+		return PublishResult{EventID: cur.ID, Accepted: true}, false, nil
 	}
-	ev.CreatedAt = now
-	return b.Publish(ctx, ev)
+	ev.Tags = tags
+	res, err = b.Publish(ctx, &ev)
+	return res, err == nil, err
+}
+
+// sameAuthTag reports whether ev carries exactly the auth tag of tags (or none, like tags).
+func sameAuthTag(ev *nostr.Event, tags nostr.Tags) bool {
+	have := ev.Tags.Find(ownerauth.TagName)
+	var want nostr.Tag
+	if len(tags) > 0 {
+		want = tags[0]
+	}
+	return slices.Equal(have, want)
 }

@@ -36,7 +36,8 @@ const (
 type Bridge struct {
 	// HTTPClient sends the requests; NewBridge sets one with a 30 s timeout.
 	HTTPClient *http.Client
-	// AuthTag, when set, is sent as the x-auth-tag header (NIP-OA JSON array).
+	// AuthTag, when set, is the signer's NIP-OA attestation (JSON array, BUZZ_AUTH_TAG form): it
+	// is sent as the x-auth-tag header and put, exactly, on every event Publish signs.
 	AuthTag string
 	// Attempts is the total number of tries for a retryable failure (<=1 disables retries).
 	Attempts int
@@ -253,6 +254,9 @@ func (b *Bridge) Count(ctx context.Context, filters ...Filter) (int64, error) {
 // set; CreatedAt set to now when zero). A relay refusal at HTTP 200 comes back as
 // Accepted=false with a nil error; non-2xx answers are *HTTPError.
 func (b *Bridge) Publish(ctx context.Context, ev *nostr.Event) (PublishResult, error) {
+	if err := AddAuthTag(ev, b.AuthTag); err != nil {
+		return PublishResult{}, err
+	}
 	if err := SignIfUnsigned(ev, b.sk, b.now()); err != nil {
 		return PublishResult{}, err
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/protocol/ownerauth"
 	"github.com/coder/websocket"
 	"github.com/nbd-wtf/go-nostr"
 )
@@ -52,6 +53,10 @@ type LiveConfig struct {
 	PingInterval time.Duration
 	// HandshakeTimeout bounds waiting for the AUTH challenge and its OK; 0 = 20 s.
 	HandshakeTimeout time.Duration
+	// AuthTag (BUZZ_AUTH_TAG JSON, "" = none) is the signer's NIP-OA attestation: it goes into
+	// every NIP-42 AUTH and onto every event Publish signs. One that does not parse is left out
+	// (with a warning); callers validate it first.
+	AuthTag string
 	// OnReady, if set, is called (on the connection's writer; it must not block) each time a
 	// connection is authenticated and its subscriptions are sent: the first and every reconnect.
 	OnReady func()
@@ -98,6 +103,7 @@ type Live struct {
 	backoff func(int) time.Duration
 	events  chan Incoming
 	done    chan struct{}
+	authTag nostr.Tag // cfg.AuthTag parsed; nil = none
 
 	mu      sync.Mutex
 	cur     int // index into urls of the relay being (or last) dialled
@@ -171,6 +177,13 @@ func NewLive(cfg LiveConfig) *Live {
 		dial:      dialWebSocket,
 		maxFrames: maxQueuedFrames,
 		maxBytes:  maxQueuedBytes,
+	}
+	if cfg.AuthTag != "" {
+		if tag, err := ownerauth.Parse(cfg.AuthTag); err == nil {
+			l.authTag = tag.NostrTag()
+		} else if cfg.Logger != nil {
+			cfg.Logger.Warn("auth tag left out of AUTH and events", "err", err)
+		}
 	}
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
@@ -406,6 +419,9 @@ func (l *Live) WaitConnected(ctx context.Context) error {
 // Publish queues ev for the socket (for ephemeral kinds such as 20002 typing, which the HTTP
 // bridge refuses) and waits for the relay's OK. Unsigned events are signed first.
 func (l *Live) Publish(ctx context.Context, ev *nostr.Event) error {
+	if ev.Sig == "" {
+		addAuthTag(ev, l.authTag)
+	}
 	if err := SignIfUnsigned(ev, l.cfg.SecretKey, time.Now()); err != nil {
 		return err
 	}
@@ -670,7 +686,7 @@ func (l *Live) handshake(ctx context.Context, conn *websocket.Conn, url string) 
 		}
 		switch {
 		case msg.label == "AUTH" && authID == "":
-			ev, err := protocol.NewAuthEvent(l.cfg.SecretKey, url, msg.challenge, time.Now())
+			ev, err := protocol.NewAuthEvent(l.cfg.SecretKey, url, msg.challenge, time.Now(), l.authExtra()...)
 			if err != nil {
 				return nil, fmt.Errorf("sign AUTH: %w", err)
 			}
@@ -753,7 +769,7 @@ func (l *Live) handle(ctx context.Context, raw []byte) error {
 		}
 	case "AUTH":
 		// The relay may re-challenge mid-session; answer on the same socket.
-		ev, err := protocol.NewAuthEvent(l.cfg.SecretKey, l.URL(), msg.challenge, time.Now())
+		ev, err := protocol.NewAuthEvent(l.cfg.SecretKey, l.URL(), msg.challenge, time.Now(), l.authExtra()...)
 		if err != nil {
 			return fmt.Errorf("sign AUTH: %w", err)
 		}
@@ -931,4 +947,12 @@ func parseRelayMessage(raw []byte) (relayMessage, error) {
 		return m, str(1, &m.message)
 	}
 	return m, nil
+}
+
+// authExtra is the extra tags of our AUTH events: the auth tag, when there is one.
+func (l *Live) authExtra() []nostr.Tag {
+	if l.authTag == nil {
+		return nil
+	}
+	return []nostr.Tag{l.authTag}
 }

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/protocol/ownerauth"
 	"github.com/coder/websocket"
 	"github.com/nbd-wtf/go-nostr"
 )
@@ -606,5 +608,31 @@ func TestLiveClosedForGoodReportsWhereItWouldResume(t *testing.T) {
 	in := recv(t, l)
 	if in.Closed == "" || in.Resume == nil || *in.Resume != 995 {
 		t.Fatalf("got %+v (resume %v), want the CLOSED with resume 995", in, in.Resume)
+	}
+}
+
+func TestLiveAuthCarriesTheAuthTag(t *testing.T) {
+	fr := newFakeRelay(t)
+	owner := nostr.GeneratePrivateKey()
+	agent := nostr.GeneratePrivateKey()
+	agentPK, _ := nostr.GetPublicKey(agent)
+	tag, err := ownerauth.Issue(owner, agentPK, "created_at<4000000000", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := NewLive(LiveConfig{RelayURL: fr.url(), SecretKey: agent, AuthTag: tag.JSON(), Backoff: func(int) time.Duration { return time.Millisecond }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = l.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	auth := fr.accept(t).authenticate()
+	n := 0
+	for _, tg := range auth.Tags {
+		if slices.Equal(tg, tag.NostrTag()) {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("AUTH tags %v, want the auth tag once", auth.Tags)
 	}
 }

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/buzz-harness/buzz/internal/client"
 	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/protocol/ownerauth"
 	"github.com/buzz-harness/buzz/internal/relay/relaytest"
 	"github.com/nbd-wtf/go-nostr"
 )
@@ -209,5 +211,89 @@ func TestBridgeQueryPagesWithBeforeIDOnRealRelay(t *testing.T) {
 	}
 	if len(seen) != 5 {
 		t.Fatalf("paged %d events, want 5 (same-second events need before_id)", len(seen))
+	}
+}
+
+// hasExactTag reports whether tags holds want exactly once.
+func hasExactTag(tags nostr.Tags, want nostr.Tag) bool {
+	n := 0
+	for _, t := range tags {
+		if slices.Equal(t, want) {
+			n++
+		}
+	}
+	return n == 1
+}
+
+func TestBridgePutsTheExactAuthTagOnEventsItSigns(t *testing.T) {
+	s := relaytest.Start(t)
+	owner, agent := nostr.GeneratePrivateKey(), nostr.GeneratePrivateKey()
+	agentPK, _ := nostr.GetPublicKey(agent)
+	ch := s.CreateChannel(t, owner, "general", false)
+	s.AddMember(t, owner, ch, agentPK, protocol.RoleBot)
+	// Conditions are part of the signed message: they must arrive exactly as issued.
+	tag, err := ownerauth.Issue(owner, agentPK, "kind=9&created_at>1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := client.NewBridge(s.URL, agent)
+	b.AuthTag = tag.JSON()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	ev := &nostr.Event{Kind: 9, Content: "hi", Tags: nostr.Tags{{"h", ch}}}
+	if res, err := b.Publish(ctx, ev); err != nil || !res.Accepted {
+		t.Fatalf("publish: %+v, %v", res, err)
+	}
+	pre := &nostr.Event{Kind: 9, Content: "signed before", CreatedAt: nostr.Now(), Tags: nostr.Tags{{"h", ch}}}
+	if err := pre.Sign(agent); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := b.Publish(ctx, pre); err != nil || !res.Accepted {
+		t.Fatalf("publish pre-signed: %+v, %v", res, err)
+	}
+	got := map[string]nostr.Event{}
+	for _, e := range s.Query(t, owner, nostr.Filter{IDs: []string{ev.ID, pre.ID}}) {
+		got[e.ID] = e
+	}
+	if !hasExactTag(got[ev.ID].Tags, tag.NostrTag()) {
+		t.Fatalf("stored tags %v, want the auth tag %v once", got[ev.ID].Tags, tag.NostrTag())
+	}
+	if got[pre.ID].Tags.Find("auth") != nil {
+		t.Fatalf("a pre-signed event was changed: %v", got[pre.ID].Tags)
+	}
+
+	b.AuthTag = `["auth","nothex","",""]`
+	if _, err := b.Publish(ctx, &nostr.Event{Kind: 9, Tags: nostr.Tags{{"h", ch}}}); err == nil || !strings.Contains(err.Error(), "BUZZ_AUTH_TAG") {
+		t.Fatalf("bad auth tag: err %v, want one naming BUZZ_AUTH_TAG", err)
+	}
+}
+
+func TestLivePutsTheAuthTagOnEventsItSigns(t *testing.T) {
+	s := relaytest.Start(t)
+	owner, agent := nostr.GeneratePrivateKey(), nostr.GeneratePrivateKey()
+	agentPK, _ := nostr.GetPublicKey(agent)
+	ch := s.CreateChannel(t, owner, "general", true)
+	s.AddMember(t, owner, ch, agentPK, protocol.RoleBot)
+	tag, _ := ownerauth.Issue(owner, agentPK, "", nil)
+
+	watcher := runLive(t, s.URL, owner, nil)
+	watcher.Subscribe("typing", nostr.Filter{Kinds: []int{protocol.KindTyping}, Tags: nostr.TagMap{"h": {ch}}})
+	waitReady(t, watcher)
+	waitEOSE(t, watcher, "typing")
+
+	typer := client.NewLive(client.LiveConfig{RelayURL: s.URL, SecretKey: agent, AuthTag: tag.JSON(),
+		Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = typer.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	pctx, pcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer pcancel()
+	if err := typer.Publish(pctx, &nostr.Event{Kind: protocol.KindTyping, Tags: nostr.Tags{{"h", ch}}}); err != nil {
+		t.Fatalf("Publish typing (the relay takes an AUTH with the auth tag): %v", err)
+	}
+	if got := nextEvent(t, watcher, "typing"); !hasExactTag(got.Tags, tag.NostrTag()) {
+		t.Fatalf("typing tags %v, want the auth tag", got.Tags)
 	}
 }

@@ -15,7 +15,7 @@ func (h *Harness) publishAddPolicy(ctx context.Context) error {
 	if h.cfg.ChannelAddPolicy == "" {
 		return nil
 	}
-	res, err := client.PublishAddPolicy(ctx, client.NewBridge(h.cfg.RelayURL, h.cfg.SecretKey), h.cfg.ChannelAddPolicy, h.cfg.AuthTag)
+	res, err := client.PublishAddPolicy(ctx, h.relay.bridge, h.cfg.ChannelAddPolicy)
 	if err == nil && !res.Accepted {
 		err = fmt.Errorf("relay refused it: %s", res.Message)
 	}

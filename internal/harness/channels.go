@@ -131,6 +131,7 @@ func (h *Harness) subscribe(c *channel, since time.Time) {
 	h.chans.byID[c.ID] = c
 	delete(h.chans.removed, c.ID)
 	h.chans.subs.add(c.ID, since, c.OwnerShared)
+	h.directoryChanged()
 	h.log.Info("subscribed", "channel", c.ID, "name", c.Name, "type", c.Type)
 }
 
@@ -152,6 +153,7 @@ func (h *Harness) leave(id, why string) {
 	}
 	h.chans.subs.remove(id)
 	delete(h.chans.byID, id)
+	h.directoryChanged()
 	h.chans.removed[id] = true
 	dropped := h.convs.Drain(id)
 	for _, ev := range dropped {

@@ -36,6 +36,8 @@ type Config struct {
 	// AuthTag (NIP-OA JSON, "" = none) on it; see addpolicy.go.
 	ChannelAddPolicy string
 	AuthTag          string
+	// NoPublishDirectory leaves the kind-10100 directory entry alone (directory.go).
+	NoPublishDirectory bool
 
 	AgentCommand string
 	AgentArgs    []string

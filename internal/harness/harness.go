@@ -48,6 +48,7 @@
 //	catchup.go      paging back through history a subscription's limit left out
 //	notice.go       the failure notice
 //	addpolicy.go    the kind-10100 channel add policy
+//	directory.go    the kind-10100 directory entry (channels, respond_to) and its worker
 //	quota.go        waits that providers name
 package harness
 
@@ -112,6 +113,7 @@ type Harness struct {
 	budget   *budget     // --max-cost-per-day, --max-tokens-per-day (budget.go)
 	activeAt time.Time   // the last moment the harness was not quiet (--exit-after-inactivity)
 	catchUp  catchUp     // history pages older than a subscription's limit (catchup.go)
+	dir      *directory  // the kind-10100 directory entry; nil with --no-publish-directory (directory.go)
 
 	inbox inbox // what goroutines report back to the loop
 
@@ -167,6 +169,9 @@ func New(cfg Config) (*Harness, error) {
 			peeks:     make(chan heartbeatPeek, 1),
 		},
 	}
+	if !cfg.NoPublishDirectory {
+		h.dir = newDirectory()
+	}
 	if cfg.NoResumeSessions {
 		h.store = sessionstore.Disabled()
 	} else if h.store, err = sessionstore.Open(cfg.StateDir, pk, cfg.Logger, cfg.stateWriteOpts...); err != nil {
@@ -182,7 +187,9 @@ func New(cfg Config) (*Harness, error) {
 		return nil, err
 	}
 	h.feed = &activity{bus: h.bus, cwd: cfg.AgentCwd, costs: &h.costs, runIDs: &h.runIDs, turns: &h.turns, replays: &h.replays}
-	h.relay = &relayClient{bridge: client.NewBridge(cfg.RelayURL, cfg.SecretKey), self: pk, cfg: &h.cfg, log: h.log, clock: clk}
+	bridge := client.NewBridge(cfg.RelayURL, cfg.SecretKey)
+	bridge.AuthTag = cfg.AuthTag // x-auth-tag on every call, the auth tag on every event it signs
+	h.relay = &relayClient{bridge: bridge, self: pk, cfg: &h.cfg, log: h.log, clock: clk}
 	h.ack = newAcker(&h.cfg, pk, h.relay.bridge, h.log, &h.tasks)
 	h.asker = newPermAsker(&h.cfg, pk, h.relay, h.feed, h.inbox.questions, filepath.Join(cfg.StateDir, "permissions-"+pk+".json"))
 	h.sessions = &sessionOpener{cfg: &h.cfg, store: h.store, relay: h.relay, feed: h.feed, replays: &h.replays, log: h.log, clock: clk}
@@ -224,7 +231,7 @@ func (h *Harness) Run(ctx context.Context) error {
 
 	h.turnEnds.since = h.clock.Now()
 	since := h.catchUpSince()
-	h.live = client.NewLive(client.LiveConfig{RelayURL: h.cfg.RelayURL, SecretKey: h.cfg.SecretKey, Logger: h.log,
+	h.live = client.NewLive(client.LiveConfig{RelayURL: h.cfg.RelayURL, SecretKey: h.cfg.SecretKey, AuthTag: h.cfg.AuthTag, Logger: h.log,
 		OnReady: h.metrics.relayReady})
 	liveErr := make(chan error, 1)
 	// The socket outlives the run's context by the offline presence at shutdown (see stop).
@@ -238,6 +245,11 @@ func (h *Harness) Run(ctx context.Context) error {
 	}
 	if err := h.discover(ctx, since); err != nil {
 		return err
+	}
+	if h.dir != nil {
+		h.tasks.Go(func() { runDirectory(ctx, h.dir, h.clock, h.log, h.writeDirectory) })
+		h.directoryChanged() // reconcile: even with no channels, the entry is brought up to date
+		h.flushDirectory()
 	}
 	h.live.Subscribe(subMembership, nostr.Filter{
 		Kinds: []int{protocol.KindMemberAdded, protocol.KindMemberRemoved},
@@ -335,6 +347,7 @@ func (h *Harness) serve(ctx context.Context, liveErr <-chan error) error {
 				h.unfollow(h.follows.expired(now))
 			}
 			h.flushSubs()
+			h.flushDirectory()
 			h.pool.maintain(ctx, h.convs)
 			h.keepTyping(now)
 			// The clock's time, not the tick's: a tick a slow loop missed is dropped, and the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/buzz-harness/buzz/internal/client"
 	"github.com/buzz-harness/buzz/internal/clock"
 	"github.com/buzz-harness/buzz/internal/observer"
 	"github.com/buzz-harness/buzz/internal/protocol"
@@ -248,7 +249,11 @@ func (h *Harness) runCheck(ctx context.Context, c *answerCheck) checkResult {
 		text, marker = noticeText(res.out.reason), FailureMarker
 	}
 	ev := markedReply(r.in.channel.ID, r.in.conv, r.in.batch.Events(), h.agent, text, marker, h.clock.Now())
-	if err := protocol.Sign(ev, h.cfg.SecretKey); err != nil {
+	err := client.AddAuthTag(ev, h.cfg.AuthTag)
+	if err == nil {
+		err = protocol.Sign(ev, h.cfg.SecretKey)
+	}
+	if err != nil {
 		h.log.Error("cannot sign the safety net's reply", "err", err)
 		return res
 	}

@@ -17,12 +17,13 @@ import (
 // AuthWindow is how far an auth event's created_at may be from the verifier's clock.
 const AuthWindow = 60 * time.Second
 
-// NewAuthEvent builds and signs a NIP-42 AUTH event for challenge at relayURL.
-func NewAuthEvent(sk, relayURL, challenge string, now time.Time) (nostr.Event, error) {
+// NewAuthEvent builds and signs a NIP-42 AUTH event for challenge at relayURL; extra tags (the
+// agent's NIP-OA auth tag) follow the relay and challenge tags.
+func NewAuthEvent(sk, relayURL, challenge string, now time.Time, extra ...nostr.Tag) (nostr.Event, error) {
 	ev := nostr.Event{
 		Kind:      KindAuth,
 		CreatedAt: nostr.Timestamp(now.Unix()),
-		Tags:      nostr.Tags{{"relay", relayURL}, {"challenge", challenge}},
+		Tags:      append(nostr.Tags{{"relay", relayURL}, {"challenge", challenge}}, extra...),
 	}
 	err := Sign(&ev, sk)
 	return ev, err

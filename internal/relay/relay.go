@@ -141,6 +141,8 @@ type Relay struct {
 	ping    pinger     // the store, unwrapped (/readyz)
 	pinged  pingCache
 
+	turnMetrics *rateBook // kind 44200 per agent (rules.go turnMetricRate)
+
 	shared        shared // nil unless several nodes may share the store
 	stopFollow    func()
 	stopReminders func()
@@ -224,6 +226,8 @@ func Open(cfg Config) (*Relay, error) {
 		ipConns:    ipCounter{max: cfg.MaxConnsPerIP, n: map[string]int{}},
 		ping:       ping,
 		metrics:    m,
+
+		turnMetrics: newRateBook(turnMetricLimit, turnMetricWindow),
 	}
 	m.watch(r)
 	if sh != nil {

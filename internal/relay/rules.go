@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/protocol/turnmetric"
@@ -32,6 +33,7 @@ var ingestRules = []ingestRule{
 	oneLowercaseChannel,
 	channelKindNamesChannel,
 	turnMetricAddressing,
+	turnMetricRate,
 	reminderTags,
 	databaseLive,
 
@@ -210,6 +212,28 @@ func turnMetricAddressing(_ context.Context, _ *Relay, in *ingest) *result {
 		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg("a turn metric needs exactly one agent tag equal to its author"))
 	}
 	return nil
+}
+
+// Turn metrics an agent may publish: 60 a minute, as upstream.
+const (
+	turnMetricLimit  = 60
+	turnMetricWindow = time.Minute
+)
+
+// turnMetricRate: an agent over its turn-metric rate is refused (rate-limited) and the refusal
+// counted; a harness publishes one per turn, so only a runaway loop or a hostile key gets here.
+func turnMetricRate(_ context.Context, r *Relay, in *ingest) *result {
+	if in.ev.Kind != protocol.KindTurnMetric {
+		return nil
+	}
+	ok, first := r.turnMetrics.allow(in.ev.PubKey, r.now())
+	if ok {
+		return nil
+	}
+	if first {
+		r.log.Warn("agent over the turn-metric rate; refusing", "agent", in.ev.PubKey, "refused_total", r.turnMetrics.refused.Load())
+	}
+	return refuse(http.StatusTooManyRequests, protocol.ReasonRateLimited.Msg("more than 60 turn metrics a minute from this agent"))
 }
 
 // databaseLive: a node cut off from the shared database would act on channel state other nodes

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -158,6 +160,43 @@ func TestTurnMetricAddressingRefusesAChannelOrAWrongEnvelope(t *testing.T) {
 	}
 	ok := ruleEvent(protocol.KindTurnMetric, pkAgent, nostr.Tag{"p", pkOwner}, nostr.Tag{"agent", pkAgent})
 	wantPass(t, turnMetricAddressing(t.Context(), nil, wsIngest(ok)))
+}
+
+func TestTurnMetricRateRefusesTheSixtyFirstInAMinuteAndCountsIt(t *testing.T) {
+	var now atomic.Int64 // the relay's reminder loop reads the clock too
+	now.Store(1_700_000_000)
+	r := openTestRelayWith(t, Config{Now: func() time.Time { return time.Unix(now.Load(), 0) }})
+	metric := func(agent string) *ingest {
+		return wsIngest(ruleEvent(protocol.KindTurnMetric, agent, nostr.Tag{"p", pkOwner}, nostr.Tag{"agent", agent}))
+	}
+	for i := range 60 {
+		if got := turnMetricRate(t.Context(), r, metric(pkAgent)); got != nil {
+			t.Fatalf("metric %d refused: %q", i+1, got.Msg)
+		}
+	}
+	wantRefusal(t, turnMetricRate(t.Context(), r, metric(pkAgent)), 429, "rate-limited: more than 60 turn metrics a minute from this agent")
+	wantRefusal(t, turnMetricRate(t.Context(), r, metric(pkAgent)), 429, "rate-limited: more than 60 turn metrics a minute from this agent")
+	if n := r.turnMetrics.refused.Load(); n != 2 {
+		t.Fatalf("refusals counted %d, want 2", n)
+	}
+	wantPass(t, turnMetricRate(t.Context(), r, metric(pkMember))) // another agent has its own budget
+	wantPass(t, turnMetricRate(t.Context(), r, wsIngest(ruleEvent(protocol.KindStreamMessage, pkAgent))))
+	now.Add(59) // still the same minute
+	wantRefusal(t, turnMetricRate(t.Context(), r, metric(pkAgent)), 429, "rate-limited: more than 60 turn metrics a minute from this agent")
+	now.Add(1) // a new minute
+	wantPass(t, turnMetricRate(t.Context(), r, metric(pkAgent)))
+}
+
+func TestRateBookForgetsEndedWindowsPastItsBound(t *testing.T) {
+	b := newRateBook(2, time.Second)
+	now := time.Unix(0, 0)
+	for i := range maxRateKeys {
+		b.allow(strconv.Itoa(i), now)
+	}
+	b.allow("busy", now.Add(time.Second)) // every other key's window has ended by then
+	if n := len(b.keys); n != 1 {
+		t.Fatalf("%d keys kept, want 1", n)
+	}
 }
 
 // feedDown is a shared database whose change feed is down (the only method the rule asks).

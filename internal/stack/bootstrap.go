@@ -75,6 +75,7 @@ func bootstrap(ctx context.Context, relayURL, dataDir string, ids Identities, ag
 	if err != nil {
 		return booted{}, fmt.Errorf("agent auth tag: %w", err)
 	}
+	agent.AuthTag = tag.JSON() // on the agent's profile: what sibling agents and Desktop's "managed by" read
 
 	// #general is private: what the owner tells the agent there is nobody else's to read.
 	ch := st.GeneralChannel
@@ -111,10 +112,10 @@ func bootstrap(ctx context.Context, relayURL, dataDir string, ids Identities, ag
 			return booted{}, fmt.Errorf("add the agent to #general: %w", err)
 		}
 	}
-	if err := ensureProfile(ctx, agent, agentName, "Your Buzz agent"); err != nil {
+	if err := ensureProfile(ctx, agent, agentName, "Your Buzz agent", ids.Owner.Pubkey); err != nil {
 		return booted{}, fmt.Errorf("agent profile: %w", err)
 	}
-	if err := ensureProfile(ctx, owner, "owner", ""); err != nil {
+	if err := ensureProfile(ctx, owner, "owner", "", ""); err != nil {
 		return booted{}, fmt.Errorf("owner profile: %w", err)
 	}
 	if st.GeneralChannel != ch || st.AgentName != agentName {
@@ -127,14 +128,23 @@ func bootstrap(ctx context.Context, relayURL, dataDir string, ids Identities, ag
 }
 
 // ensureProfile publishes a kind 0 profile unless one exists (a profile changed later by the
-// user is kept).
-func ensureProfile(ctx context.Context, b *client.Bridge, name, about string) error {
+// user is kept). With owner set, the profile must carry an auth tag by that owner (the bridge's
+// AuthTag): one that has a valid one is left alone, one without (an older stack's, or one a
+// tool rewrote with empty tags) is published again, same content, with the tag.
+func ensureProfile(ctx context.Context, b *client.Bridge, name, about, owner string) error {
 	evs, err := b.Query(ctx, client.F(nostr.Filter{Kinds: []int{protocol.KindProfile}, Authors: []string{b.PublicKey()}, Limit: 1})...)
 	if err != nil {
 		return err
 	}
-	if len(evs) > 0 {
-		return nil
+	if cur := protocol.NewestEvent(evs); cur != nil {
+		if owner == "" || ownerauth.IsSibling(cur, owner) {
+			return nil
+		}
+		at := nostr.Now()
+		if at <= cur.CreatedAt {
+			at = cur.CreatedAt + 1 // a replaceable tie goes to the lower id
+		}
+		return publishEvent(ctx, b, &nostr.Event{Kind: protocol.KindProfile, Tags: nostr.Tags{}, Content: cur.Content, CreatedAt: at})
 	}
 	p := map[string]string{"name": name, "display_name": name}
 	if about != "" {
@@ -145,7 +155,11 @@ func ensureProfile(ctx context.Context, b *client.Bridge, name, about string) er
 }
 
 func publish(ctx context.Context, b *client.Bridge, kind int, tags nostr.Tags, content string) error {
-	res, err := b.Publish(ctx, &nostr.Event{Kind: kind, Tags: tags, Content: content, CreatedAt: nostr.Now()})
+	return publishEvent(ctx, b, &nostr.Event{Kind: kind, Tags: tags, Content: content, CreatedAt: nostr.Now()})
+}
+
+func publishEvent(ctx context.Context, b *client.Bridge, ev *nostr.Event) error {
+	res, err := b.Publish(ctx, ev)
 	if err != nil {
 		return err
 	}

@@ -42,3 +42,43 @@ func TestBootstrapMakesAnOldOpenGeneralPrivateAndIssuesTheAgentsAuthTag(t *testi
 		t.Fatalf("agent is not a member of #general")
 	}
 }
+
+// agentProfile is the agent's newest kind 0.
+func agentProfile(t *testing.T, s *relaytest.Server, ids Identities) *nostr.Event {
+	t.Helper()
+	return protocol.NewestEvent(s.Query(t, ids.Owner.SecretKey, nostr.Filter{Kinds: []int{protocol.KindProfile}, Authors: []string{ids.Agent.Pubkey}}))
+}
+
+func TestBootstrapPutsTheOwnersAttestationOnTheAgentsProfileAndKeepsIt(t *testing.T) {
+	s := relaytest.Start(t)
+	dataDir := t.TempDir()
+	ids, err := LoadIdentities(dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bootstrap(context.Background(), s.URL, dataDir, ids, "bee"); err != nil {
+		t.Fatal(err)
+	}
+	first := agentProfile(t, s, ids)
+	if !ownerauth.IsSibling(first, ids.Owner.Pubkey) {
+		t.Fatalf("agent profile %v has no auth tag by the owner", first.Tags)
+	}
+	if _, err := bootstrap(context.Background(), s.URL, dataDir, ids, "bee"); err != nil {
+		t.Fatal(err)
+	}
+	if again := agentProfile(t, s, ids); again.ID != first.ID {
+		t.Fatalf("a second start rewrote an attested profile")
+	}
+
+	// A tool that rewrote the profile with empty tags stripped the attestation: the next start
+	// puts it back and keeps the content.
+	s.Publish(t, ids.Agent.SecretKey, nostr.Event{Kind: protocol.KindProfile, CreatedAt: first.CreatedAt + 1,
+		Content: `{"name":"renamed"}`, Tags: nostr.Tags{}})
+	if _, err := bootstrap(context.Background(), s.URL, dataDir, ids, "bee"); err != nil {
+		t.Fatal(err)
+	}
+	fixed := agentProfile(t, s, ids)
+	if fixed.Content != `{"name":"renamed"}` || !ownerauth.IsSibling(fixed, ids.Owner.Pubkey) {
+		t.Fatalf("profile after the start: %s %v", fixed.Content, fixed.Tags)
+	}
+}
