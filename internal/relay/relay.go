@@ -75,6 +75,14 @@ type Config struct {
 	WriteTimeout time.Duration
 	// ReminderPoll is how often due NIP-ER reminders are looked for; 0 = DefaultReminderPoll.
 	ReminderPoll time.Duration
+	// MaxFilterValues caps each list of a filter (ids, authors, kinds, one tag's values) in a
+	// REQ, COUNT or bridge query; 0 = DefaultMaxFilterValues.
+	MaxFilterValues int
+	// MaxSubBytesPerConn caps the filter bytes (as sent) of one connection's live
+	// subscriptions, MaxSubBytesPerKey those of one pubkey's on all its connections;
+	// 0 = DefaultMaxSubBytesPerConn, DefaultMaxSubBytesPerKey.
+	MaxSubBytesPerConn int64
+	MaxSubBytesPerKey  int64
 	// MaxBlobBytes is the largest blob PUT /upload accepts; 0 = DefaultMaxBlobBytes.
 	MaxBlobBytes int64
 	Logger       *slog.Logger     // nil = discard
@@ -107,8 +115,9 @@ type Relay struct {
 	closed   bool
 	handlers sync.WaitGroup // WebSocket connections and bridge requests being served
 
-	gate    *queryGate
-	origins map[string]bool
+	gate     *queryGate
+	subBytes subBudget // filter bytes of each pubkey's live subscriptions (subs.go)
+	origins  map[string]bool
 
 	listenMu   sync.RWMutex
 	listenAddr string
@@ -135,6 +144,12 @@ func Open(cfg Config) (*Relay, error) {
 	cfg.MaxQueuedBytes = cmp.Or(cfg.MaxQueuedBytes, DefaultMaxQueuedBytes)
 	cfg.WriteTimeout = cmp.Or(cfg.WriteTimeout, DefaultWriteTimeout)
 	cfg.MaxBlobBytes = cmp.Or(cfg.MaxBlobBytes, DefaultMaxBlobBytes)
+	cfg.MaxFilterValues = cmp.Or(cfg.MaxFilterValues, DefaultMaxFilterValues)
+	cfg.MaxSubBytesPerConn = cmp.Or(cfg.MaxSubBytesPerConn, DefaultMaxSubBytesPerConn)
+	cfg.MaxSubBytesPerKey = cmp.Or(cfg.MaxSubBytesPerKey, DefaultMaxSubBytesPerKey)
+	if cfg.MaxFilterValues < 0 || cfg.MaxSubBytesPerConn < 0 || cfg.MaxSubBytesPerKey < 0 {
+		return nil, errors.New("relay: filter and subscription limits must be positive")
+	}
 	if cfg.MaxBlobBytes < 0 {
 		return nil, fmt.Errorf("relay: max blob bytes must be positive, got %d", cfg.MaxBlobBytes)
 	}

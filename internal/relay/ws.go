@@ -58,10 +58,13 @@ type conn struct {
 	queued  atomic.Int64
 	drained chan struct{}
 
-	mu     sync.Mutex
+	// fanout carries broadcast events to fanOutLoop, which matches them against subs.
+	fanout chan *liveEvent
+
+	mu     sync.Mutex // guards authed, state and changes to subs
 	authed string
 	state  authState
-	subs   map[string][]store.Filter
+	subs   atomic.Pointer[map[string]*liveSub] // copy-on-write (subs.go)
 }
 
 func (r *Relay) serveWS(w http.ResponseWriter, req *http.Request) {
@@ -82,7 +85,7 @@ func (r *Relay) serveWS(w http.ResponseWriter, req *http.Request) {
 		ctx:       ctx,
 		cancel:    cancel,
 		drained:   make(chan struct{}, 1),
-		subs:      map[string][]store.Filter{},
+		fanout:    make(chan *liveEvent, sendBuffer),
 	}
 	r.connsMu.Lock()
 	if r.closed {
@@ -104,11 +107,15 @@ func (r *Relay) serveWS(w http.ResponseWriter, req *http.Request) {
 		r.connsMu.Lock()
 		delete(r.conns, c)
 		r.connsMu.Unlock()
+		c.mu.Lock()
+		c.dropSubs(func(*liveSub) bool { return true }) // give back the pubkey's filter bytes
+		c.mu.Unlock()
 		r.handlers.Done()
 	}()
 
 	loops.Go(c.writeLoop)
 	loops.Go(c.pingLoop)
+	loops.Go(c.fanOutLoop)
 	c.send([]any{"AUTH", c.challenge})
 	c.readLoop()
 }
@@ -348,9 +355,7 @@ func (c *conn) process(j *job) {
 	case "COUNT":
 		c.handleCount(f)
 	case "CLOSE":
-		c.mu.Lock()
-		delete(c.subs, f.SubID)
-		c.mu.Unlock()
+		c.dropSub(f.SubID)
 	}
 }
 
@@ -384,6 +389,9 @@ func (c *conn) handleAuth(ev *nostr.Event) {
 // checkFilters applies the read rules a REQ or COUNT must pass before anything is queried.
 func (r *Relay) checkFilters(pubkey string, filters []store.Filter) string {
 	for _, f := range filters {
+		if msg := checkFilterValues(f, r.cfg.MaxFilterValues); msg != "" {
+			return msg
+		}
 		if msg := pGateViolation(pubkey, f); msg != "" {
 			return msg
 		}
@@ -413,9 +421,7 @@ func (c *conn) handleReq(f frame) {
 	}
 	// A REQ replaces any subscription with its id, also when it is refused below: the old
 	// filters must not keep delivering under an id the client now believes closed.
-	c.mu.Lock()
-	delete(c.subs, f.SubID)
-	c.mu.Unlock()
+	c.dropSub(f.SubID)
 	if msg := c.r.checkFilters(pk, f.Filters); msg != "" {
 		c.send([]any{"CLOSED", f.SubID, msg})
 		return
@@ -440,13 +446,12 @@ func (c *conn) handleReq(f frame) {
 		// Register before querying so nothing published meanwhile is missed (duplicates are
 		// possible and harmless).
 		c.mu.Lock()
-		if _, exists := c.subs[f.SubID]; !exists && len(c.subs) >= maxSubscriptions {
-			c.mu.Unlock()
-			c.send([]any{"CLOSED", f.SubID, protocol.ReasonError.Msg("too many subscriptions")})
+		msg := c.putSub(pk, f.SubID, f.Filters, f.FilterBytes)
+		c.mu.Unlock()
+		if msg != "" {
+			c.send([]any{"CLOSED", f.SubID, msg})
 			return
 		}
-		c.subs[f.SubID] = f.Filters
-		c.mu.Unlock()
 	}
 	subJSON, _ := json.Marshal(f.SubID)
 	seen := map[string]bool{}
@@ -454,9 +459,7 @@ func (c *conn) handleReq(f frame) {
 	fail := func(err error) {
 		_, msg := c.r.readFailure(err, "query")
 		c.send([]any{"CLOSED", f.SubID, msg})
-		c.mu.Lock()
-		delete(c.subs, f.SubID)
-		c.mu.Unlock()
+		c.dropSub(f.SubID)
 	}
 	if err != nil {
 		fail(err)
@@ -537,41 +540,28 @@ func eventFrameRaw(subJSON, evJSON []byte) []byte {
 	return b.Bytes()
 }
 
-// broadcast delivers a stored or ephemeral event to every live subscription it matches, after
-// checking, per subscriber and at send time, that the subscriber may see it.
+// broadcast hands a stored or ephemeral event to every connection with live subscriptions; each
+// matches it on its own goroutine (fanOutLoop) and checks, per subscriber and at send time,
+// that the subscriber may see it. A connection whose matcher falls a queue behind is dropped
+// like any client too slow to take its events.
 func (r *Relay) broadcast(ev *nostr.Event, channelID string) {
 	if ev.Kind == protocol.KindPresence {
 		r.presence.note(ev, r.now()) // this node's clients' and other nodes' alike
 	}
-	var evJSON []byte
+	le := &liveEvent{ev: ev, channelID: channelID}
 	r.connsMu.RLock()
 	conns := make([]*conn, 0, len(r.conns))
 	for c := range r.conns {
-		conns = append(conns, c)
+		if len(c.liveSubs()) > 0 {
+			conns = append(conns, c)
+		}
 	}
 	r.connsMu.RUnlock()
 	for _, c := range conns {
-		c.mu.Lock()
-		pk := c.authed
-		var hits []string
-		for id, filters := range c.subs {
-			for _, f := range filters {
-				if f.Matches(ev) {
-					hits = append(hits, id)
-					break
-				}
-			}
-		}
-		c.mu.Unlock()
-		if len(hits) == 0 || !r.canSee(pk, ev, channelID) {
-			continue
-		}
-		if evJSON == nil {
-			evJSON, _ = json.Marshal(ev)
-		}
-		for _, id := range hits {
-			subJSON, _ := json.Marshal(id)
-			c.sendRaw(eventFrameRaw(subJSON, evJSON))
+		select {
+		case c.fanout <- le:
+		default:
+			c.dropSlow("fan-out queue full")
 		}
 	}
 }
@@ -590,16 +580,14 @@ func (r *Relay) revoke(pubkey, channelID string) {
 			c.mu.Unlock()
 			continue
 		}
-		var closed []string
-		for id, filters := range c.subs {
-			for _, f := range filters {
-				if f.Tags != nil && contains(f.Tags["h"], channelID) {
-					closed = append(closed, id)
-					delete(c.subs, id)
-					break
+		closed := c.dropSubs(func(s *liveSub) bool {
+			for _, f := range s.filters {
+				if f.f.Tags != nil && contains(f.f.Tags["h"], channelID) {
+					return true
 				}
 			}
-		}
+			return false
+		})
 		c.mu.Unlock()
 		for _, id := range closed {
 			c.send([]any{"CLOSED", id, protocol.ReasonRestricted.Msg("channel access revoked")})
