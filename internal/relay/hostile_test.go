@@ -511,3 +511,24 @@ func TestHostileNIP98WithABodyButNoPayloadHashIsRefused(t *testing.T) {
 		t.Fatalf("NIP-98 without payload hash: %d %v", resp.StatusCode, out)
 	}
 }
+
+// A tag bomb: a kind 0 with 34,134 t tags cost the single SQLite writer a second (one row per
+// tag), and everyone's publish waited behind it. It is refused before the store.
+func TestHostileTagBombIsRefusedBeforeTheStore(t *testing.T) {
+	s := relaytest.Start(t)
+	c, u := authedRaw(t, s)
+	bomb := nostr.Event{Kind: protocol.KindProfile, Content: "{}"}
+	for i := range 5000 {
+		bomb.Tags = append(bomb.Tags, nostr.Tag{"t", fmt.Sprint(i)})
+	}
+	if got := c.publish(u.sk, bomb); got[2] != false || !hasPrefix(got[3], "invalid: event has 5000 tags") {
+		t.Fatalf("kind 0 with 5000 t tags: %v, want refused as invalid", got)
+	}
+	bomb.Tags = bomb.Tags[:201]
+	if got := c.publish(u.sk, bomb); got[2] != false || !hasPrefix(got[3], "invalid: event has 201 indexed tags") {
+		t.Fatalf("kind 0 with 201 t tags: %v, want refused as invalid", got)
+	}
+	if evs := s.Query(t, u.sk, nostr.Filter{Kinds: []int{protocol.KindProfile}, Authors: []string{u.pk}}); len(evs) != 0 {
+		t.Fatalf("a refused tag bomb was stored: %d events", len(evs))
+	}
+}

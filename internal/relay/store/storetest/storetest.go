@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -50,6 +51,7 @@ var cases = []struct {
 	{"SearchNeverFailsOnOddInput", testSearchNeverFailsOnOddInput},
 	{"SearchFindsOnlyTheSearchKinds", testSearchFindsOnlyTheSearchKinds},
 	{"ReplacedEventLeavesNoTagOrSearchRows", testReplacedEventLeavesNoTagOrSearchRows},
+	{"ReplacedTagHeavyEventLeavesNoTagRows", testReplacedTagHeavyEventLeavesNoTagRows},
 	{"ChannelsLoadWithMembers", testChannelsLoadWithMembers},
 	{"LatestCreatedAtIsScopedByChannel", testLatestCreatedAtIsScopedByChannel},
 	{"MarkAuthSeenRefusesRepeatUntilExpiry", testMarkAuthSeenRefusesRepeatUntilExpiry},
@@ -601,6 +603,26 @@ func testReplacedEventLeavesNoTagOrSearchRows(t *testing.T, s store.Store) {
 	wantContents(t, "#t of the replaced profile", query(t, s, reader(a.pk), nostr.Filter{Tags: nostr.TagMap{"t": {"old"}}}))
 	wantContents(t, "replaced profile's words", query(t, s, reader(a.pk), nostr.Filter{Search: "oldname"}))
 	wantContents(t, "new profile's words", query(t, s, reader(a.pk), nostr.Filter{Search: "newname"}), `{"name":"newname"}`)
+}
+
+// An event with as many indexed tags as the relay admits (values that look like numbers, a
+// repeated pair) is found by every one of them, and by none once replaced: the stores write and
+// delete an event's tag rows in one statement each, row by row.
+func testReplacedTagHeavyEventLeavesNoTagRows(t *testing.T, s store.Store) {
+	a := newKey()
+	heavy := nostr.Event{Kind: 0, CreatedAt: 1, Content: "{}", Tags: nostr.Tags{{"t", "0"}}}
+	for i := range 199 {
+		heavy.Tags = append(heavy.Tags, nostr.Tag{"t", strconv.Itoa(i)})
+	}
+	mustSave(t, s, "", a.sign(t, heavy))
+	for _, v := range []string{"0", "1", "198"} {
+		wantContents(t, "#t "+v, query(t, s, reader(a.pk), nostr.Filter{Tags: nostr.TagMap{"t": {v}}}), "{}")
+	}
+	mustSave(t, s, "", a.sign(t, nostr.Event{Kind: 0, CreatedAt: 2, Content: "{ }", Tags: nostr.Tags{{"t", "new"}}}))
+	for _, v := range []string{"0", "1", "198"} {
+		wantContents(t, "#t "+v+" of the replaced version", query(t, s, reader(a.pk), nostr.Filter{Tags: nostr.TagMap{"t": {v}}}))
+	}
+	wantContents(t, "#t of the new version", query(t, s, reader(a.pk), nostr.Filter{Tags: nostr.TagMap{"t": {"new"}}}), "{ }")
 }
 
 func testChannelsLoadWithMembers(t *testing.T, s store.Store) {
