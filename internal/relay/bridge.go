@@ -168,7 +168,7 @@ func (r *Relay) bridgeCount(w http.ResponseWriter, req *http.Request, pubkey str
 		writeError(w, filterRefusalStatus(msg), msg)
 		return
 	}
-	qctx, done, err := r.startRead(req.Context(), pubkey, filters)
+	qctx, done, err := r.startCount(req.Context(), pubkey)
 	if err != nil {
 		status, msg := r.readFailure(err, "count")
 		writeError(w, status, msg)

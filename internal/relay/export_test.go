@@ -38,7 +38,8 @@ func WithStore(wrap func(store.Store) store.Store, more func(*Config)) func(*Con
 // MaxClientQueries and MaxSearches expose the read limits to the tests that pin them.
 const (
 	MaxClientQueries = maxClientQueries
-	MaxSearches      = maxSearches
+	MaxSearches      = maxHeavyReads
+	MaxHeavyReads    = maxHeavyReads
 )
 
 // Shared-database hooks for cluster_test.go: whether the node's change feed is up, and the

@@ -532,3 +532,38 @@ func TestHostileTagBombIsRefusedBeforeTheStore(t *testing.T) {
 		t.Fatalf("a refused tag bomb was stored: %d events", len(evs))
 	}
 }
+
+// Heavy reads (issue 28, item 8): two keys running two COUNTs each over 200k events held all
+// four SQLite readers, and other clients' small queries waited up to 8 s. COUNTs run one per key
+// and MaxHeavyReads relay-wide, so plain reads keep readers of their own.
+func TestHostileCountsFromTwoKeysLeaveReadersForPlainReads(t *testing.T) {
+	s, st := startStalling(t, func(c *relay.Config) { c.QueryTimeout, c.CountTimeout = time.Minute, time.Minute })
+	for range 2 {
+		u := newUser()
+		for i := range 2 {
+			c := dialRaw(t, s.URL)
+			c.mustAuth(u.sk, s.URL)
+			c.send("COUNT", fmt.Sprintf("heavy%d", i), map[string]any{"kinds": []int{stallKind}})
+		}
+	}
+	eventually(t, "four counts at the gate", func() bool { return relay.PendingReads(s.Relay) == 4 })
+	eventually(t, "the heavy-read slots taken", func() bool { r, _ := st.counts(); return r == relay.MaxHeavyReads })
+	if d := plainReqAnswers(t, s); d > 5*time.Second {
+		t.Fatalf("plain REQ took %s behind four counts", d)
+	}
+	if _, peak := st.counts(); peak > relay.MaxHeavyReads {
+		t.Fatalf("peak of %d concurrent counts, cap %d", peak, relay.MaxHeavyReads)
+	}
+}
+
+func TestHostileSlowCountHitsTheShorterCountDeadline(t *testing.T) {
+	s, st := startStalling(t, func(c *relay.Config) { c.QueryTimeout, c.CountTimeout = time.Hour, 200*time.Millisecond })
+	c, _ := authedRaw(t, s)
+	c.send("COUNT", "slow", map[string]any{"kinds": []int{stallKind}})
+	if got := c.readUntil("CLOSED"); !hasPrefix(got[2], "error: count took longer than 200ms") {
+		t.Fatalf("COUNT answer %v", got)
+	}
+	if err := <-st.ended; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("count ended with %v, want its deadline", err)
+	}
+}

@@ -67,6 +67,9 @@ type Config struct {
 	ListenAddr string
 	// QueryTimeout bounds every store query (REQ, COUNT, bridge); 0 = DefaultQueryTimeout.
 	QueryTimeout time.Duration
+	// CountTimeout bounds every COUNT (WS and bridge); 0 = DefaultCountTimeout. It should be
+	// shorter than QueryTimeout, which is also how long a plain read may wait for a reader.
+	CountTimeout time.Duration
 	// MaxQueuedBytes caps the bytes waiting to be written to one WebSocket client; a client
 	// that lets live events pile up beyond it is disconnected. 0 = DefaultMaxQueuedBytes.
 	MaxQueuedBytes int64
@@ -141,6 +144,7 @@ func Open(cfg Config) (*Relay, error) {
 		cfg.Now = time.Now
 	}
 	cfg.QueryTimeout = cmp.Or(cfg.QueryTimeout, DefaultQueryTimeout)
+	cfg.CountTimeout = cmp.Or(cfg.CountTimeout, DefaultCountTimeout)
 	cfg.MaxQueuedBytes = cmp.Or(cfg.MaxQueuedBytes, DefaultMaxQueuedBytes)
 	cfg.WriteTimeout = cmp.Or(cfg.WriteTimeout, DefaultWriteTimeout)
 	cfg.MaxBlobBytes = cmp.Or(cfg.MaxBlobBytes, DefaultMaxBlobBytes)

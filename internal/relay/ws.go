@@ -508,7 +508,7 @@ func (c *conn) handleCount(f frame) {
 		c.send([]any{"CLOSED", f.SubID, msg})
 		return
 	}
-	qctx, done, err := c.r.startRead(c.ctx, pk, f.Filters)
+	qctx, done, err := c.r.startCount(c.ctx, pk)
 	if err != nil {
 		_, msg := c.r.readFailure(err, "count")
 		c.send([]any{"CLOSED", f.SubID, msg})
