@@ -53,3 +53,9 @@ func FeedName(r *Relay) string {
 	}
 	return "buzz-relay-follow-" + n.Node()
 }
+
+// ResultBytes is the result budget held now and at most so far (results.go).
+func ResultBytes(r *Relay) (now, peak int64) { return r.results.held.Load(), r.results.peak.Load() }
+
+// PageTicket is the result budget one history page takes before it is read.
+const PageTicket = pageTicket

@@ -86,6 +86,9 @@ type Config struct {
 	// 0 = DefaultMaxSubBytesPerConn, DefaultMaxSubBytesPerKey.
 	MaxSubBytesPerConn int64
 	MaxSubBytesPerKey  int64
+	// MaxResultBytes bounds the stored results (REQ history) held relay-wide between their read
+	// and their write to the socket; 0 = DefaultMaxResultBytes, and never below a few pages.
+	MaxResultBytes int64
 	// MaxBlobBytes is the largest blob PUT /upload accepts; 0 = DefaultMaxBlobBytes.
 	MaxBlobBytes int64
 	Logger       *slog.Logger     // nil = discard
@@ -119,7 +122,8 @@ type Relay struct {
 	handlers sync.WaitGroup // WebSocket connections and bridge requests being served
 
 	gate     *queryGate
-	subBytes subBudget // filter bytes of each pubkey's live subscriptions (subs.go)
+	results  *resultBudget // stored results in flight (results.go)
+	subBytes subBudget     // filter bytes of each pubkey's live subscriptions (subs.go)
 	origins  map[string]bool
 
 	listenMu   sync.RWMutex
@@ -148,6 +152,7 @@ func Open(cfg Config) (*Relay, error) {
 	cfg.MaxQueuedBytes = cmp.Or(cfg.MaxQueuedBytes, DefaultMaxQueuedBytes)
 	cfg.WriteTimeout = cmp.Or(cfg.WriteTimeout, DefaultWriteTimeout)
 	cfg.MaxBlobBytes = cmp.Or(cfg.MaxBlobBytes, DefaultMaxBlobBytes)
+	cfg.MaxResultBytes = max(cmp.Or(cfg.MaxResultBytes, DefaultMaxResultBytes), 2*pageTicket)
 	cfg.MaxFilterValues = cmp.Or(cfg.MaxFilterValues, DefaultMaxFilterValues)
 	cfg.MaxSubBytesPerConn = cmp.Or(cfg.MaxSubBytesPerConn, DefaultMaxSubBytesPerConn)
 	cfg.MaxSubBytesPerKey = cmp.Or(cfg.MaxSubBytesPerKey, DefaultMaxSubBytesPerKey)
@@ -202,6 +207,7 @@ func Open(cfg Config) (*Relay, error) {
 		stamps:     map[stampKey]int64{},
 		conns:      map[*conn]struct{}{},
 		gate:       newQueryGate(),
+		results:    newResultBudget(cfg.MaxResultBytes),
 		origins:    origins,
 		listenAddr: cfg.ListenAddr,
 		shared:     sh,

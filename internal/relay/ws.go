@@ -39,6 +39,7 @@ const (
 // queued before it.
 type outMsg struct {
 	data      []byte
+	budget    int64 // result-budget bytes given back once written (results.go)
 	closeCode websocket.StatusCode
 	reason    string
 }
@@ -57,6 +58,8 @@ type conn struct {
 	// client (live). drained wakes a waiting history send after each write.
 	queued  atomic.Int64
 	drained chan struct{}
+	// history counts the result-budget bytes of this connection's queued history frames.
+	history atomic.Int64
 
 	// fanout carries broadcast events to fanOutLoop, which matches them against subs.
 	fanout chan *liveEvent
@@ -110,6 +113,7 @@ func (r *Relay) serveWS(w http.ResponseWriter, req *http.Request) {
 		c.mu.Lock()
 		c.dropSubs(func(*liveSub) bool { return true }) // give back the pubkey's filter bytes
 		c.mu.Unlock()
+		c.dropQueued()
 		r.handlers.Done()
 	}()
 
@@ -214,6 +218,7 @@ func (c *conn) writeLoop() {
 			err := c.ws.Write(ctx, websocket.MessageText, m.data)
 			cancel()
 			c.queued.Add(-int64(len(m.data)))
+			c.wrote(m)
 			select {
 			case c.drained <- struct{}{}:
 			default:
@@ -277,19 +282,23 @@ func (c *conn) reserve(n int) bool {
 
 // sendBacklog queues a stored event, waiting for room: a REQ's history is the client's own
 // request, so it gets back-pressure rather than the slow-client disconnect of live fan-out.
-// A client that stops reading is dropped by the writer's timeout, which ends the wait.
-func (c *conn) sendBacklog(b []byte) {
+// A client that stops reading is dropped by the writer's timeout, which ends the wait. budget
+// is the frame's share of the relay's result budget, given back once it is written or dropped.
+func (c *conn) sendBacklog(b []byte, budget int64) {
 	for !c.reserve(len(b)) {
 		select {
 		case <-c.drained:
 		case <-c.ctx.Done():
+			c.r.results.give(budget)
 			return
 		}
 	}
+	c.history.Add(budget)
 	select {
-	case c.out <- outMsg{data: b}:
+	case c.out <- outMsg{data: b, budget: budget}:
 	case <-c.ctx.Done():
 		c.queued.Add(-int64(len(b)))
+		c.wrote(outMsg{budget: budget})
 	}
 }
 
@@ -454,46 +463,13 @@ func (c *conn) handleReq(f frame) {
 		}
 	}
 	subJSON, _ := json.Marshal(f.SubID)
-	seen := map[string]bool{}
-	qctx, done, err := c.r.startRead(c.ctx, pk, f.Filters)
-	fail := func(err error) {
-		_, msg := c.r.readFailure(err, "query")
-		c.send([]any{"CLOSED", f.SubID, msg})
-		c.dropSub(f.SubID)
-	}
-	if err != nil {
-		fail(err)
+	if err := c.sendHistory(pk, subJSON, f.Filters); err != nil {
+		if c.ctx.Err() == nil {
+			_, msg := c.r.readFailure(err, "query")
+			c.send([]any{"CLOSED", f.SubID, msg})
+			c.dropSub(f.SubID)
+		}
 		return
-	}
-	// Run every filter's query, then release the read slots before sending: a client slow to
-	// take its history must not hold a slot (or a search slot) meanwhile.
-	access := c.r.acl.access(pk)
-	var batches [][]nostr.Event
-	for _, flt := range f.Filters {
-		limit := effectiveLimit(flt)
-		if limit == 0 {
-			continue
-		}
-		evs, err := c.r.st.Query(qctx, access, flt, limit)
-		if err != nil {
-			done()
-			fail(err)
-			return
-		}
-		batches = append(batches, evs)
-	}
-	done()
-	for _, evs := range batches {
-		for i := range evs {
-			if c.ctx.Err() != nil {
-				return
-			}
-			if seen[evs[i].ID] {
-				continue
-			}
-			seen[evs[i].ID] = true
-			c.sendBacklog(eventFrame(subJSON, &evs[i]))
-		}
 	}
 	c.send([]any{"EOSE", f.SubID})
 }

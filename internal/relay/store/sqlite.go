@@ -639,7 +639,8 @@ func (s *SQLite) Query(ctx context.Context, a Access, f Filter, limit int) ([]no
 	}
 	defer rows.Close()
 	out := []nostr.Event{}
-	for rows.Next() {
+	size := 0
+	for !f.Full(size) && rows.Next() {
 		var ev nostr.Event
 		var ca int64
 		var tags string
@@ -651,6 +652,7 @@ func (s *SQLite) Query(ctx context.Context, a Access, f Filter, limit int) ([]no
 			return nil, fmt.Errorf("event %s: bad stored tags: %w", ev.ID, err)
 		}
 		out = append(out, ev)
+		size += EventBytes(&ev)
 	}
 	return out, rows.Err()
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -52,6 +53,7 @@ var cases = []struct {
 	{"SearchFindsOnlyTheSearchKinds", testSearchFindsOnlyTheSearchKinds},
 	{"ReplacedEventLeavesNoTagOrSearchRows", testReplacedEventLeavesNoTagOrSearchRows},
 	{"ReplacedTagHeavyEventLeavesNoTagRows", testReplacedTagHeavyEventLeavesNoTagRows},
+	{"QueryStopsAtMaxBytes", testQueryStopsAtMaxBytes},
 	{"ChannelsLoadWithMembers", testChannelsLoadWithMembers},
 	{"LatestCreatedAtIsScopedByChannel", testLatestCreatedAtIsScopedByChannel},
 	{"MarkAuthSeenRefusesRepeatUntilExpiry", testMarkAuthSeenRefusesRepeatUntilExpiry},
@@ -623,6 +625,28 @@ func testReplacedTagHeavyEventLeavesNoTagRows(t *testing.T, s store.Store) {
 		wantContents(t, "#t "+v+" of the replaced version", query(t, s, reader(a.pk), nostr.Filter{Tags: nostr.TagMap{"t": {v}}}))
 	}
 	wantContents(t, "#t of the new version", query(t, s, reader(a.pk), nostr.Filter{Tags: nostr.TagMap{"t": {"new"}}}), "{ }")
+}
+
+// MaxBytes ends a page once its events hold that many bytes of content and tag values (the
+// relay pages results by it), and always returns one event.
+func testQueryStopsAtMaxBytes(t *testing.T, s store.Store) {
+	a := newKey()
+	for i := range 5 {
+		mustSave(t, s, "", a.sign(t, nostr.Event{Kind: 1, CreatedAt: nostr.Timestamp(10 + i), Content: strings.Repeat("x", 97), Tags: nostr.Tags{{"t", "ab"}}}))
+	}
+	page := func(maxBytes int) int {
+		f := store.Filter{Filter: nostr.Filter{Authors: []string{a.pk}}, MaxBytes: maxBytes}
+		evs, err := s.Query(t.Context(), reader(a.pk), f, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(evs)
+	}
+	for maxBytes, want := range map[int]int{0: 5, 1: 1, 100: 1, 101: 2, 250: 3, 10_000: 5} {
+		if got := page(maxBytes); got != want {
+			t.Errorf("MaxBytes %d returned %d events of 100 bytes, want %d", maxBytes, got, want)
+		}
+	}
 }
 
 func testChannelsLoadWithMembers(t *testing.T, s store.Store) {
