@@ -28,7 +28,7 @@ const (
 func Command() *cobra.Command {
 	var addr, dataDir, publicURL, database, origins string
 	var queryTimeout, countTimeout, writeTimeout, reconnectDelay time.Duration
-	var maxQueued, maxBlob, maxSubBytesConn, maxSubBytesKey int64
+	var maxQueued, maxBlob, maxSubBytesConn, maxSubBytesKey, maxResult int64
 	var maxFilterValues int
 	cmd := &cobra.Command{
 		Use:               "buzz-relay",
@@ -50,7 +50,7 @@ func Command() *cobra.Command {
 				AllowedOrigins: cmdflag.List(origins), QueryTimeout: queryTimeout, WriteTimeout: writeTimeout,
 				MaxQueuedBytes: maxQueued, MaxBlobBytes: maxBlob, ReconnectDelay: reconnectDelay, Logger: log,
 				CountTimeout: countTimeout, MaxFilterValues: maxFilterValues,
-				MaxSubBytesPerConn: maxSubBytesConn, MaxSubBytesPerKey: maxSubBytesKey,
+				MaxSubBytesPerConn: maxSubBytesConn, MaxSubBytesPerKey: maxSubBytesKey, MaxResultBytes: maxResult,
 			})
 			if err != nil {
 				ln.Close()
@@ -79,6 +79,7 @@ func Command() *cobra.Command {
 	f.Int64(&maxSubBytesKey, "max-sub-bytes-per-key", "BUZZ_MAX_SUB_BYTES_PER_KEY", relay.DefaultMaxSubBytesPerKey, "filter bytes one pubkey's live subscriptions may hold on all its connections")
 	f.Duration(&writeTimeout, "write-timeout", "BUZZ_WRITE_TIMEOUT", relay.DefaultWriteTimeout, "how long one frame may take to reach a client before it is dropped as stalled")
 	f.Int64(&maxQueued, "max-queued-bytes", "BUZZ_MAX_QUEUED_BYTES", relay.DefaultMaxQueuedBytes, "bytes waiting to be written to one client before it is disconnected")
+	f.Int64(&maxResult, "max-result-bytes", "BUZZ_MAX_RESULT_BYTES", relay.DefaultMaxResultBytes, "stored results (REQ history) held relay-wide between their read and their write to clients")
 	f.Int64(&maxBlob, "max-blob-bytes", "BUZZ_MAX_BLOB_BYTES", relay.DefaultMaxBlobBytes, "largest file PUT /upload accepts (Blossom blobs: in --data-dir/blobs, or PostgreSQL with --database)")
 	f.Duration(&reconnectDelay, "db-reconnect-delay", "BUZZ_RELAY_RECONNECT_DELAY", time.Second, "pause before a node reconnects its lost PostgreSQL change feed")
 	return cmd
