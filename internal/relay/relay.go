@@ -385,6 +385,7 @@ func (r *Relay) nip11() []byte {
 			"max_filters":        maxFilters,
 			"max_limit":          maxLimit,
 			"max_subid_length":   maxSubIDLen,
+			"max_event_tags":     maxEventTags,
 			"auth_required":      true,
 			"restricted_writes":  true,
 			"payment_required":   false,
