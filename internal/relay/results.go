@@ -12,11 +12,12 @@ import (
 )
 
 // Stored results in flight are bounded relay-wide: every REQ's history is read page by page
-// (resultPageBytes of content and tags at most, store.Filter.MaxBytes), each page's frames hold
-// their bytes of the relay's result budget until they are written to the socket, and a
-// connection reads its next page only once no more than one page of it waits to be written. A client that asks for
-// much and never reads holds two pages, and however many do so the relay holds at most
-// MaxResultBytes of results: the rest wait for budget (up to the query deadline).
+// (resultPageBytes of content and tag values at most, store.Filter.MaxBytes), each page's
+// frames hold their bytes of the relay's result budget until they are written to the socket,
+// and a connection reads its next page only once at most one page of it waits to be written.
+// A client that asks for much and never reads holds two pages, and however many do so the
+// relay holds at most MaxResultBytes of results: the rest wait for budget (up to the query
+// deadline).
 const (
 	DefaultMaxResultBytes = 64 << 20
 	resultPageBytes       = 512 << 10
