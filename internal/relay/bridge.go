@@ -122,7 +122,7 @@ func (r *Relay) bridgeQuery(w http.ResponseWriter, req *http.Request, pubkey str
 		return
 	}
 	if msg := r.checkFilters(pubkey, filters); msg != "" {
-		writeError(w, http.StatusForbidden, msg)
+		writeError(w, filterRefusalStatus(msg), msg)
 		return
 	}
 	if err := presenceAuthors(filters); err != nil {
@@ -169,10 +169,10 @@ func (r *Relay) bridgeCount(w http.ResponseWriter, req *http.Request, pubkey str
 		return
 	}
 	if msg := r.checkFilters(pubkey, filters); msg != "" {
-		writeError(w, http.StatusForbidden, msg)
+		writeError(w, filterRefusalStatus(msg), msg)
 		return
 	}
-	qctx, done, err := r.startRead(req.Context(), pubkey, filters)
+	qctx, done, err := r.startCount(req.Context(), pubkey)
 	if err != nil {
 		status, msg := r.readFailure(err, "count")
 		writeError(w, status, msg)
@@ -196,4 +196,13 @@ func storeFailure(w http.ResponseWriter, err error, msg string) {
 		return
 	}
 	writeError(w, http.StatusInternalServerError, msg)
+}
+
+// filterRefusalStatus is the HTTP status of a checkFilters refusal: a filter past the limits is
+// a bad request, a read rule's refusal forbidden.
+func filterRefusalStatus(msg string) int {
+	if protocol.ReasonOf(msg) == protocol.ReasonInvalid {
+		return http.StatusBadRequest
+	}
+	return http.StatusForbidden
 }

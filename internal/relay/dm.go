@@ -214,6 +214,7 @@ func dmAddsAllowed(look adminLookup, actor string, added []string) error {
 	}
 	return nil
 }
+
 // applyDMHide (41012) hides a DM from its signer's list. The hidden set is upstream's NIP-DV
 // snapshot: a relay-signed, replaceable 30622 addressed to the viewer (d and p = the viewer,
 // one h per hidden DM) that only the viewer can read. The DM itself is unchanged: still

@@ -38,7 +38,8 @@ func WithStore(wrap func(store.Store) store.Store, more func(*Config)) func(*Con
 // MaxClientQueries and MaxSearches expose the read limits to the tests that pin them.
 const (
 	MaxClientQueries = maxClientQueries
-	MaxSearches      = maxSearches
+	MaxSearches      = maxHeavyReads
+	MaxHeavyReads    = maxHeavyReads
 )
 
 // Shared-database hooks for cluster_test.go: whether the node's change feed is up, and the
@@ -55,3 +56,9 @@ func FeedName(r *Relay) string {
 
 // DMChannelID is the channel id of the DM of the sorted participant set (as anyone can compute).
 func DMChannelID(sorted []string) string { return dmChannelID(sorted) }
+
+// ResultBytes is the result budget held now and at most so far (results.go).
+func ResultBytes(r *Relay) (now, peak int64) { return r.results.held.Load(), r.results.peak.Load() }
+
+// PageTicket is the result budget one history page takes before it is read.
+const PageTicket = pageTicket

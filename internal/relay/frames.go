@@ -19,6 +19,8 @@ type frame struct {
 	SubID   string
 	Event   *nostr.Event
 	Filters []store.Filter
+	// FilterBytes is the size of the filters as sent: what a live subscription's budget counts.
+	FilterBytes int64
 }
 
 // frameError is a parse failure; SubID is set when the frame named a subscription, so the
@@ -80,6 +82,7 @@ func parseFrame(data []byte) (frame, error) {
 				return frame{}, invalidf(sub, "%v", err)
 			}
 			f.Filters = append(f.Filters, flt)
+			f.FilterBytes += int64(len(raw))
 		}
 	case "CLOSE":
 		if len(parts) != 2 {

@@ -755,3 +755,59 @@ func sortedPair(a, b string) []string {
 	slices.Sort(p)
 	return p
 }
+
+// A tag bomb: a kind 0 with 34,134 t tags cost the single SQLite writer a second (one row per
+// tag), and everyone's publish waited behind it. It is refused before the store.
+func TestHostileTagBombIsRefusedBeforeTheStore(t *testing.T) {
+	s := relaytest.Start(t)
+	c, u := authedRaw(t, s)
+	bomb := nostr.Event{Kind: protocol.KindProfile, Content: "{}"}
+	for i := range 5000 {
+		bomb.Tags = append(bomb.Tags, nostr.Tag{"t", fmt.Sprint(i)})
+	}
+	if got := c.publish(u.sk, bomb); got[2] != false || !hasPrefix(got[3], "invalid: event has 5000 tags") {
+		t.Fatalf("kind 0 with 5000 t tags: %v, want refused as invalid", got)
+	}
+	bomb.Tags = bomb.Tags[:201]
+	if got := c.publish(u.sk, bomb); got[2] != false || !hasPrefix(got[3], "invalid: event has 201 indexed tags") {
+		t.Fatalf("kind 0 with 201 t tags: %v, want refused as invalid", got)
+	}
+	if evs := s.Query(t, u.sk, nostr.Filter{Kinds: []int{protocol.KindProfile}, Authors: []string{u.pk}}); len(evs) != 0 {
+		t.Fatalf("a refused tag bomb was stored: %d events", len(evs))
+	}
+}
+
+// Heavy reads (issue 28, item 8): two keys running two COUNTs each over 200k events held all
+// four SQLite readers, and other clients' small queries waited up to 8 s. COUNTs run one per key
+// and MaxHeavyReads relay-wide, so plain reads keep readers of their own.
+func TestHostileCountsFromTwoKeysLeaveReadersForPlainReads(t *testing.T) {
+	s, st := startStalling(t, func(c *relay.Config) { c.QueryTimeout, c.CountTimeout = time.Minute, time.Minute })
+	for range 2 {
+		u := newUser()
+		for i := range 2 {
+			c := dialRaw(t, s.URL)
+			c.mustAuth(u.sk, s.URL)
+			c.send("COUNT", fmt.Sprintf("heavy%d", i), map[string]any{"kinds": []int{stallKind}})
+		}
+	}
+	eventually(t, "four counts at the gate", func() bool { return relay.PendingReads(s.Relay) == 4 })
+	eventually(t, "the heavy-read slots taken", func() bool { r, _ := st.counts(); return r == relay.MaxHeavyReads })
+	if d := plainReqAnswers(t, s); d > 5*time.Second {
+		t.Fatalf("plain REQ took %s behind four counts", d)
+	}
+	if _, peak := st.counts(); peak > relay.MaxHeavyReads {
+		t.Fatalf("peak of %d concurrent counts, cap %d", peak, relay.MaxHeavyReads)
+	}
+}
+
+func TestHostileSlowCountHitsTheShorterCountDeadline(t *testing.T) {
+	s, st := startStalling(t, func(c *relay.Config) { c.QueryTimeout, c.CountTimeout = time.Hour, 200*time.Millisecond })
+	c, _ := authedRaw(t, s)
+	c.send("COUNT", "slow", map[string]any{"kinds": []int{stallKind}})
+	if got := c.readUntil("CLOSED"); !hasPrefix(got[2], "error: count took longer than 200ms") {
+		t.Fatalf("COUNT answer %v", got)
+	}
+	if err := <-st.ended; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("count ended with %v, want its deadline", err)
+	}
+}

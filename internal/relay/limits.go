@@ -10,19 +10,27 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/relay/store"
 )
 
-// Read limits (docs/security.md). A search's cost grows with its terms, so searches are short
-// and only a few run at once relay-wide: plain reads always find a free reader connection.
+// Read limits (docs/security.md). A search's cost grows with its terms and a COUNT's with the
+// events it matches (every match is read, none is skipped by a limit), so these heavy reads run
+// only a few at once relay-wide, one per pubkey at a time, and a COUNT has a deadline shorter
+// than a plain read's: plain reads always find a free reader connection soon.
 const (
 	maxSearchBytes   = 256
 	maxSearchTerms   = 16
 	maxClientQueries = 2 // store reads one pubkey runs at once (WS and bridge together)
-	maxSearches      = 2 // searches running relay-wide; the store has 4 readers
+	maxClientHeavy   = 1 // searches and counts one pubkey runs at once
+	maxHeavyReads    = 2 // searches and counts running relay-wide; the store has 4 readers
 )
+
+// DefaultCountTimeout bounds a COUNT (WS or bridge); it is shorter than DefaultQueryTimeout, the
+// time a plain read may wait for a reader.
+const DefaultCountTimeout = 3 * time.Second
 
 // checkSearch bounds a filter's search text.
 func checkSearch(s string) error {
@@ -38,55 +46,59 @@ func checkSearch(s string) error {
 // errBusy: the read waited for a free slot until its deadline.
 var errBusy = errors.New("busy")
 
-// queryGate bounds concurrent store reads per client and searches relay-wide. Waiting, not
-// refusing, keeps a client's short bursts working; the read's deadline bounds the wait.
+// queryGate bounds concurrent store reads per client, and heavy reads (searches and counts) per
+// client and relay-wide. Waiting, not refusing, keeps a client's short bursts working; the
+// read's deadline bounds the wait.
 type queryGate struct {
-	searches chan struct{}
-	mu       sync.Mutex
-	clients  map[string]*clientSlots
+	heavy   chan struct{}
+	mu      sync.Mutex
+	clients map[string]*clientSlots
 
 	active atomic.Int64 // reads holding their slots now
 }
 
 type clientSlots struct {
 	sem   chan struct{}
+	heavy chan struct{}
 	users int
 }
 
 func newQueryGate() *queryGate {
-	return &queryGate{searches: make(chan struct{}, maxSearches), clients: map[string]*clientSlots{}}
+	return &queryGate{heavy: make(chan struct{}, maxHeavyReads), clients: map[string]*clientSlots{}}
 }
 
-func (g *queryGate) enter(ctx context.Context, client string, search bool) (func(), error) {
+func (g *queryGate) enter(ctx context.Context, client string, heavy bool) (func(), error) {
 	if ctx.Err() != nil {
 		return nil, errBusy // select would pick at random between a free slot and the end
 	}
 	g.mu.Lock()
 	cs := g.clients[client]
 	if cs == nil {
-		cs = &clientSlots{sem: make(chan struct{}, maxClientQueries)}
+		cs = &clientSlots{sem: make(chan struct{}, maxClientQueries), heavy: make(chan struct{}, maxClientHeavy)}
 		g.clients[client] = cs
 	}
 	cs.users++
 	g.mu.Unlock()
+	var held []chan struct{} // slots taken, in order
 	leave := func() {
+		for i := len(held) - 1; i >= 0; i-- {
+			<-held[i]
+		}
 		g.mu.Lock()
 		if cs.users--; cs.users == 0 {
 			delete(g.clients, client)
 		}
 		g.mu.Unlock()
 	}
-	select {
-	case cs.sem <- struct{}{}:
-	case <-ctx.Done():
-		leave()
-		return nil, errBusy
+	slots := []chan struct{}{cs.sem}
+	if heavy {
+		slots = append(slots, cs.heavy, g.heavy)
 	}
-	if search {
+	for _, slot := range slots {
 		select {
-		case g.searches <- struct{}{}:
+		case slot <- struct{}{}:
+			held = append(held, slot)
 		case <-ctx.Done():
-			<-cs.sem
 			leave()
 			return nil, errBusy
 		}
@@ -94,24 +106,29 @@ func (g *queryGate) enter(ctx context.Context, client string, search bool) (func
 	g.active.Add(1)
 	return func() {
 		g.active.Add(-1)
-		if search {
-			<-g.searches
-		}
-		<-cs.sem
 		leave()
 	}, nil
 }
 
-// startRead admits one client read (a REQ's history, a COUNT, a bridge query) under the
-// limits: a deadline, the client's concurrency slots and, for searches, a relay-wide slot.
-// ctx is the client's connection or request, so the read ends when the client leaves.
+// startRead admits one client read (a REQ's history, a bridge query) under the limits: a
+// deadline, the client's concurrency slots and, for searches, the heavy-read slots. ctx is the
+// client's connection or request, so the read ends when the client leaves.
 func (r *Relay) startRead(ctx context.Context, client string, filters []store.Filter) (context.Context, func(), error) {
-	qctx, cancel := context.WithTimeout(ctx, r.cfg.QueryTimeout)
 	search := false
 	for _, f := range filters {
 		search = search || f.Search != ""
 	}
-	release, err := r.gate.enter(qctx, client, search)
+	return r.admitRead(ctx, client, search, r.cfg.QueryTimeout)
+}
+
+// startCount admits one COUNT: a heavy read, with the shorter count deadline.
+func (r *Relay) startCount(ctx context.Context, client string) (context.Context, func(), error) {
+	return r.admitRead(ctx, client, true, r.cfg.CountTimeout)
+}
+
+func (r *Relay) admitRead(ctx context.Context, client string, heavy bool, timeout time.Duration) (context.Context, func(), error) {
+	qctx, cancel := context.WithTimeout(ctx, timeout)
+	release, err := r.gate.enter(qctx, client, heavy)
 	if err != nil {
 		cancel()
 		return nil, nil, err
@@ -125,7 +142,11 @@ func (r *Relay) readFailure(err error, what string) (int, string) {
 	case errors.Is(err, errBusy):
 		return http.StatusTooManyRequests, protocol.ReasonRateLimited.Msg("too many queries running; retry in 1s")
 	case errors.Is(err, context.DeadlineExceeded):
-		return http.StatusServiceUnavailable, protocol.ReasonError.Msgf("%s took longer than %s", what, r.cfg.QueryTimeout)
+		limit := r.cfg.QueryTimeout
+		if what == "count" {
+			limit = r.cfg.CountTimeout
+		}
+		return http.StatusServiceUnavailable, protocol.ReasonError.Msgf("%s took longer than %s", what, limit)
 	case errors.Is(err, store.ErrClosed):
 		return http.StatusServiceUnavailable, protocol.ReasonError.Msg("relay is shutting down")
 	case errors.Is(err, context.Canceled):

@@ -78,9 +78,7 @@ func (m *metrics) watch(r *Relay) {
 		gauge("buzz_subscriptions_active", "Live REQ subscriptions over every connection.", func() float64 {
 			n := 0
 			for _, c := range r.connections() {
-				c.mu.Lock()
-				n += len(c.subs)
-				c.mu.Unlock()
+				n += len(c.liveSubs())
 			}
 			return float64(n)
 		}),

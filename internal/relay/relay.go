@@ -75,6 +75,9 @@ type Config struct {
 	ListenAddr string
 	// QueryTimeout bounds every store query (REQ, COUNT, bridge); 0 = DefaultQueryTimeout.
 	QueryTimeout time.Duration
+	// CountTimeout bounds every COUNT (WS and bridge); 0 = DefaultCountTimeout. It should be
+	// shorter than QueryTimeout, which is also how long a plain read may wait for a reader.
+	CountTimeout time.Duration
 	// MaxQueuedBytes caps the bytes waiting to be written to one WebSocket client; a client
 	// that lets live events pile up beyond it is disconnected. 0 = DefaultMaxQueuedBytes.
 	MaxQueuedBytes int64
@@ -83,6 +86,17 @@ type Config struct {
 	WriteTimeout time.Duration
 	// ReminderPoll is how often due NIP-ER reminders are looked for; 0 = DefaultReminderPoll.
 	ReminderPoll time.Duration
+	// MaxFilterValues caps each list of a filter (ids, authors, kinds, one tag's values) in a
+	// REQ, COUNT or bridge query; 0 = DefaultMaxFilterValues.
+	MaxFilterValues int
+	// MaxSubBytesPerConn caps the filter bytes (as sent) of one connection's live
+	// subscriptions, MaxSubBytesPerKey those of one pubkey's on all its connections;
+	// 0 = DefaultMaxSubBytesPerConn, DefaultMaxSubBytesPerKey.
+	MaxSubBytesPerConn int64
+	MaxSubBytesPerKey  int64
+	// MaxResultBytes bounds the stored results (REQ history) held relay-wide between their read
+	// and their write to the socket; 0 = DefaultMaxResultBytes, and never below a few pages.
+	MaxResultBytes int64
 	// MaxBlobBytes is the largest blob PUT /upload accepts; 0 = DefaultMaxBlobBytes.
 	MaxBlobBytes int64
 	// Flood bounds (docs/security.md); for each, 0 = its Default…, negative = no bound.
@@ -126,8 +140,10 @@ type Relay struct {
 	closed   bool
 	handlers sync.WaitGroup // WebSocket connections and bridge requests being served
 
-	gate    *queryGate
-	origins map[string]bool
+	gate     *queryGate
+	results  *resultBudget // stored results in flight (results.go)
+	subBytes subBudget     // filter bytes of each pubkey's live subscriptions (subs.go)
+	origins  map[string]bool
 
 	listenMu   sync.RWMutex
 	listenAddr string
@@ -160,6 +176,7 @@ func Open(cfg Config) (*Relay, error) {
 		cfg.Now = time.Now
 	}
 	cfg.QueryTimeout = cmp.Or(cfg.QueryTimeout, DefaultQueryTimeout)
+	cfg.CountTimeout = cmp.Or(cfg.CountTimeout, DefaultCountTimeout)
 	cfg.MaxQueuedBytes = cmp.Or(cfg.MaxQueuedBytes, DefaultMaxQueuedBytes)
 	cfg.WriteTimeout = cmp.Or(cfg.WriteTimeout, DefaultWriteTimeout)
 	cfg.MaxBlobBytes = cmp.Or(cfg.MaxBlobBytes, DefaultMaxBlobBytes)
@@ -168,6 +185,13 @@ func Open(cfg Config) (*Relay, error) {
 	cfg.MaxConnsPerIP = bound(cfg.MaxConnsPerIP, DefaultMaxConnsPerIP)
 	cfg.AuthTimeout = bound(cfg.AuthTimeout, DefaultAuthTimeout)
 	cfg.MaxFutureSkew = bound(cfg.MaxFutureSkew, DefaultMaxFutureSkew)
+	cfg.MaxResultBytes = max(cmp.Or(cfg.MaxResultBytes, DefaultMaxResultBytes), 2*pageTicket)
+	cfg.MaxFilterValues = cmp.Or(cfg.MaxFilterValues, DefaultMaxFilterValues)
+	cfg.MaxSubBytesPerConn = cmp.Or(cfg.MaxSubBytesPerConn, DefaultMaxSubBytesPerConn)
+	cfg.MaxSubBytesPerKey = cmp.Or(cfg.MaxSubBytesPerKey, DefaultMaxSubBytesPerKey)
+	if cfg.MaxFilterValues < 0 || cfg.MaxSubBytesPerConn < 0 || cfg.MaxSubBytesPerKey < 0 {
+		return nil, errors.New("relay: filter and subscription limits must be positive")
+	}
 	if cfg.MaxBlobBytes < 0 {
 		return nil, fmt.Errorf("relay: max blob bytes must be positive, got %d", cfg.MaxBlobBytes)
 	}
@@ -218,6 +242,7 @@ func Open(cfg Config) (*Relay, error) {
 		stamps:     map[stampKey]int64{},
 		conns:      map[*conn]struct{}{},
 		gate:       newQueryGate(),
+		results:    newResultBudget(cfg.MaxResultBytes),
 		origins:    origins,
 		listenAddr: cfg.ListenAddr,
 		shared:     sh,
@@ -402,6 +427,7 @@ func (r *Relay) nip11() []byte {
 			"max_filters":        maxFilters,
 			"max_limit":          maxLimit,
 			"max_subid_length":   maxSubIDLen,
+			"max_event_tags":     maxEventTags,
 			"auth_required":      true,
 			"restricted_writes":  true,
 			"payment_required":   false,

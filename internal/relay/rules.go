@@ -9,6 +9,7 @@ import (
 
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/protocol/turnmetric"
+	"github.com/buzz-harness/buzz/internal/relay/store"
 )
 
 // ingestRule is one step of the ingest chain (see ingestRules). It returns nil to pass the event
@@ -29,6 +30,7 @@ var ingestRules = []ingestRule{
 	writeRate,
 	servedKind,
 	createdAtNotAhead,
+	boundedTags,
 	ephemeralOverWebSocket,
 	oneLowercaseChannel,
 	channelKindNamesChannel,
@@ -152,6 +154,26 @@ func servedKind(_ context.Context, _ *Relay, in *ingest) *result {
 		return refuse(http.StatusBadRequest, protocol.ReasonRestricted.Msg("relay-only kind"))
 	case !clientKinds[in.ev.Kind]:
 		return refuse(http.StatusBadRequest, protocol.ReasonRestricted.Msg("unknown event kind"))
+	}
+	return nil
+}
+
+// Tag caps (docs/security.md). Every indexed tag (a single-letter name, each name and value
+// once, an imeta's file hash) is one row written with the event and deleted when it is
+// replaced; a kind 0 with 34,134 t tags held the single SQLite writer for a second. Buzz's own
+// events carry a handful: a message's mentions, thread refs and imeta, a DM's nine members.
+const (
+	maxEventTags   = 2000
+	maxIndexedTags = 200
+)
+
+// boundedTags: at most maxEventTags tags, and maxIndexedTags of them indexed.
+func boundedTags(_ context.Context, _ *Relay, in *ingest) *result {
+	if n := len(in.ev.Tags); n > maxEventTags {
+		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msgf("event has %d tags (max %d)", n, maxEventTags))
+	}
+	if n := len(store.IndexedTags(in.ev.Tags, nil)); n > maxIndexedTags {
+		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msgf("event has %d indexed tags (single-letter names; max %d)", n, maxIndexedTags))
 	}
 	return nil
 }

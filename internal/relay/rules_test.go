@@ -108,6 +108,24 @@ func TestServedKindRefusesRelayOnlyAndUnknownKinds(t *testing.T) {
 	wantPass(t, servedKind(t.Context(), nil, wsIngest(ruleEvent(protocol.KindStreamMessage, pkMember))))
 }
 
+func TestBoundedTagsRefusesTooManyTagsOrIndexedTags(t *testing.T) {
+	tags := func(n int, name string) nostr.Tags {
+		out := make(nostr.Tags, n)
+		for i := range out {
+			out[i] = nostr.Tag{name, strconv.Itoa(i)}
+		}
+		return out
+	}
+	check := func(ts nostr.Tags) *result {
+		return boundedTags(t.Context(), nil, wsIngest(ruleEvent(protocol.KindProfile, pkMember, ts...)))
+	}
+	wantRefusal(t, check(tags(maxEventTags+1, "alt")), 400, "invalid: event has 2001 tags (max 2000)")
+	wantRefusal(t, check(tags(maxIndexedTags+1, "t")), 400, "invalid: event has 201 indexed tags (single-letter names; max 200)")
+	// Unindexed (multi-letter) tags count only against the total, and a repeated pair is one row.
+	wantPass(t, check(tags(maxEventTags, "alt")))
+	wantPass(t, check(append(tags(maxIndexedTags, "t"), tags(maxIndexedTags, "t")...)))
+}
+
 func TestEphemeralOverWebSocketRefusesEphemeralEventsFromTheBridge(t *testing.T) {
 	typing := ruleEvent(protocol.KindTyping, pkMember, nostr.Tag{"h", testChannel})
 	wantPass(t, ephemeralOverWebSocket(t.Context(), nil, wsIngest(typing)))

@@ -40,6 +40,7 @@ const (
 // queued before it.
 type outMsg struct {
 	data      []byte
+	budget    int64 // result-budget bytes given back once written (results.go)
 	closeCode websocket.StatusCode
 	reason    string
 }
@@ -59,11 +60,16 @@ type conn struct {
 	queued  atomic.Int64
 	drained chan struct{}
 	dropped atomic.Bool // dropSlow has dropped it
+	// history counts the result-budget bytes of this connection's queued history frames.
+	history atomic.Int64
 
-	mu     sync.Mutex
+	// fanout carries broadcast events to fanOutLoop, which matches them against subs.
+	fanout chan *liveEvent
+
+	mu     sync.Mutex // guards authed, state and changes to subs
 	authed string
 	state  authState
-	subs   map[string][]store.Filter
+	subs   atomic.Pointer[map[string]*liveSub] // copy-on-write (subs.go)
 }
 
 func (r *Relay) serveWS(w http.ResponseWriter, req *http.Request) {
@@ -91,7 +97,7 @@ func (r *Relay) serveWS(w http.ResponseWriter, req *http.Request) {
 		ctx:       ctx,
 		cancel:    cancel,
 		drained:   make(chan struct{}, 1),
-		subs:      map[string][]store.Filter{},
+		fanout:    make(chan *liveEvent, sendBuffer),
 	}
 	r.connsMu.Lock()
 	if r.closed {
@@ -113,11 +119,16 @@ func (r *Relay) serveWS(w http.ResponseWriter, req *http.Request) {
 		r.connsMu.Lock()
 		delete(r.conns, c)
 		r.connsMu.Unlock()
+		c.mu.Lock()
+		c.dropSubs(func(*liveSub) bool { return true }) // give back the pubkey's filter bytes
+		c.mu.Unlock()
+		c.dropQueued()
 		r.handlers.Done()
 	}()
 
 	loops.Go(c.writeLoop)
 	loops.Go(c.pingLoop)
+	loops.Go(c.fanOutLoop)
 	c.send([]any{"AUTH", c.challenge})
 	if d := r.cfg.AuthTimeout; d > 0 {
 		defer time.AfterFunc(d, c.closeUnauthenticated).Stop()
@@ -237,6 +248,7 @@ func (c *conn) writeLoop() {
 			err := c.ws.Write(ctx, websocket.MessageText, m.data)
 			cancel()
 			c.queued.Add(-int64(len(m.data)))
+			c.wrote(m)
 			select {
 			case c.drained <- struct{}{}:
 			default:
@@ -300,19 +312,23 @@ func (c *conn) reserve(n int) bool {
 
 // sendBacklog queues a stored event, waiting for room: a REQ's history is the client's own
 // request, so it gets back-pressure rather than the slow-client disconnect of live fan-out.
-// A client that stops reading is dropped by the writer's timeout, which ends the wait.
-func (c *conn) sendBacklog(b []byte) {
+// A client that stops reading is dropped by the writer's timeout, which ends the wait. budget
+// is the frame's share of the relay's result budget, given back once it is written or dropped.
+func (c *conn) sendBacklog(b []byte, budget int64) {
 	for !c.reserve(len(b)) {
 		select {
 		case <-c.drained:
 		case <-c.ctx.Done():
+			c.r.results.give(budget)
 			return
 		}
 	}
+	c.history.Add(budget)
 	select {
-	case c.out <- outMsg{data: b}:
+	case c.out <- outMsg{data: b, budget: budget}:
 	case <-c.ctx.Done():
 		c.queued.Add(-int64(len(b)))
+		c.wrote(outMsg{budget: budget})
 	}
 }
 
@@ -381,9 +397,7 @@ func (c *conn) process(j *job) {
 	case "COUNT":
 		c.handleCount(f)
 	case "CLOSE":
-		c.mu.Lock()
-		delete(c.subs, f.SubID)
-		c.mu.Unlock()
+		c.dropSub(f.SubID)
 	}
 }
 
@@ -417,6 +431,9 @@ func (c *conn) handleAuth(ev *nostr.Event) {
 // checkFilters applies the read rules a REQ or COUNT must pass before anything is queried.
 func (r *Relay) checkFilters(pubkey string, filters []store.Filter) string {
 	for _, f := range filters {
+		if msg := checkFilterValues(f, r.cfg.MaxFilterValues); msg != "" {
+			return msg
+		}
 		if msg := pGateViolation(pubkey, f); msg != "" {
 			return msg
 		}
@@ -446,9 +463,7 @@ func (c *conn) handleReq(f frame) {
 	}
 	// A REQ replaces any subscription with its id, also when it is refused below: the old
 	// filters must not keep delivering under an id the client now believes closed.
-	c.mu.Lock()
-	delete(c.subs, f.SubID)
-	c.mu.Unlock()
+	c.dropSub(f.SubID)
 	if msg := c.r.checkFilters(pk, f.Filters); msg != "" {
 		c.send([]any{"CLOSED", f.SubID, msg})
 		return
@@ -473,57 +488,21 @@ func (c *conn) handleReq(f frame) {
 		// Register before querying so nothing published meanwhile is missed (duplicates are
 		// possible and harmless).
 		c.mu.Lock()
-		if _, exists := c.subs[f.SubID]; !exists && len(c.subs) >= maxSubscriptions {
-			c.mu.Unlock()
-			c.send([]any{"CLOSED", f.SubID, protocol.ReasonError.Msg("too many subscriptions")})
+		msg := c.putSub(pk, f.SubID, f.Filters, f.FilterBytes)
+		c.mu.Unlock()
+		if msg != "" {
+			c.send([]any{"CLOSED", f.SubID, msg})
 			return
 		}
-		c.subs[f.SubID] = f.Filters
-		c.mu.Unlock()
 	}
 	subJSON, _ := json.Marshal(f.SubID)
-	seen := map[string]bool{}
-	qctx, done, err := c.r.startRead(c.ctx, pk, f.Filters)
-	fail := func(err error) {
-		_, msg := c.r.readFailure(err, "query")
-		c.send([]any{"CLOSED", f.SubID, msg})
-		c.mu.Lock()
-		delete(c.subs, f.SubID)
-		c.mu.Unlock()
-	}
-	if err != nil {
-		fail(err)
+	if err := c.sendHistory(pk, subJSON, f.Filters); err != nil {
+		if c.ctx.Err() == nil {
+			_, msg := c.r.readFailure(err, "query")
+			c.send([]any{"CLOSED", f.SubID, msg})
+			c.dropSub(f.SubID)
+		}
 		return
-	}
-	// Run every filter's query, then release the read slots before sending: a client slow to
-	// take its history must not hold a slot (or a search slot) meanwhile.
-	access := c.r.acl.access(pk)
-	var batches [][]nostr.Event
-	for _, flt := range f.Filters {
-		limit := effectiveLimit(flt)
-		if limit == 0 {
-			continue
-		}
-		evs, err := c.r.st.Query(qctx, access, flt, limit)
-		if err != nil {
-			done()
-			fail(err)
-			return
-		}
-		batches = append(batches, evs)
-	}
-	done()
-	for _, evs := range batches {
-		for i := range evs {
-			if c.ctx.Err() != nil {
-				return
-			}
-			if seen[evs[i].ID] {
-				continue
-			}
-			seen[evs[i].ID] = true
-			c.sendBacklog(eventFrame(subJSON, &evs[i]))
-		}
 	}
 	c.send([]any{"EOSE", f.SubID})
 }
@@ -538,7 +517,7 @@ func (c *conn) handleCount(f frame) {
 		c.send([]any{"CLOSED", f.SubID, msg})
 		return
 	}
-	qctx, done, err := c.r.startRead(c.ctx, pk, f.Filters)
+	qctx, done, err := c.r.startCount(c.ctx, pk)
 	if err != nil {
 		_, msg := c.r.readFailure(err, "count")
 		c.send([]any{"CLOSED", f.SubID, msg})
@@ -570,38 +549,33 @@ func eventFrameRaw(subJSON, evJSON []byte) []byte {
 	return b.Bytes()
 }
 
-// broadcast delivers a stored or ephemeral event to every live subscription it matches, after
-// checking, per subscriber and at send time, that the subscriber may see it.
+// broadcast hands a stored or ephemeral event to every connection with live subscriptions; each
+// matches it on its own goroutine (fanOutLoop) and checks, per subscriber and at send time,
+// that the subscriber may see it. A connection whose matcher falls a queue behind is dropped
+// like any client too slow to take its events.
 func (r *Relay) broadcast(ev *nostr.Event, channelID string) {
 	if ev.Kind == protocol.KindPresence {
 		r.presence.note(ev, r.now()) // this node's clients' and other nodes' alike
 	}
-	var evJSON []byte
-	recipients := 0
-	defer func() { r.metrics.fanout.Observe(float64(recipients)) }()
-	for _, c := range r.connections() {
-		c.mu.Lock()
-		pk := c.authed
-		var hits []string
-		for id, filters := range c.subs {
-			for _, f := range filters {
-				if f.Matches(ev) {
-					hits = append(hits, id)
-					break
-				}
-			}
+	le := &liveEvent{ev: ev, channelID: channelID, observe: r.metrics.fanout.Observe}
+	r.connsMu.RLock()
+	conns := make([]*conn, 0, len(r.conns))
+	for c := range r.conns {
+		if len(c.liveSubs()) > 0 {
+			conns = append(conns, c)
 		}
-		c.mu.Unlock()
-		if len(hits) == 0 || !r.canSee(pk, ev, channelID) {
-			continue
-		}
-		if evJSON == nil {
-			evJSON, _ = json.Marshal(ev)
-		}
-		recipients++
-		for _, id := range hits {
-			subJSON, _ := json.Marshal(id)
-			c.sendRaw(eventFrameRaw(subJSON, evJSON))
+	}
+	r.connsMu.RUnlock()
+	le.pending.Store(int32(len(conns)))
+	if len(conns) == 0 {
+		le.observe(0)
+	}
+	for _, c := range conns {
+		select {
+		case c.fanout <- le:
+		default:
+			le.settle(false)
+			c.dropSlow("fan-out queue full")
 		}
 	}
 }
@@ -614,16 +588,14 @@ func (r *Relay) revoke(pubkey, channelID string) {
 			c.mu.Unlock()
 			continue
 		}
-		var closed []string
-		for id, filters := range c.subs {
-			for _, f := range filters {
-				if f.Tags != nil && contains(f.Tags["h"], channelID) {
-					closed = append(closed, id)
-					delete(c.subs, id)
-					break
+		closed := c.dropSubs(func(s *liveSub) bool {
+			for _, f := range s.filters {
+				if f.f.Tags != nil && contains(f.f.Tags["h"], channelID) {
+					return true
 				}
 			}
-		}
+			return false
+		})
 		c.mu.Unlock()
 		for _, id := range closed {
 			c.send([]any{"CLOSED", id, protocol.ReasonRestricted.Msg("channel access revoked")})

@@ -309,10 +309,11 @@ func TestRelayServesNIP11AtRootAndInfo(t *testing.T) {
 			Self       string `json:"self"`
 			Limitation struct {
 				AuthRequired bool `json:"auth_required"`
+				MaxEventTags int  `json:"max_event_tags"`
 			} `json:"limitation"`
 		}
 		decodeJSON(t, resp, &doc)
-		if doc.Self != s.Relay.PublicKey() || !doc.Limitation.AuthRequired || doc.Name == "" {
+		if doc.Self != s.Relay.PublicKey() || !doc.Limitation.AuthRequired || doc.Name == "" || doc.Limitation.MaxEventTags != 2000 {
 			t.Errorf("%s: NIP-11 = %+v", path, doc)
 		}
 	}

@@ -30,8 +30,9 @@ const (
 // Command returns the relay command, named buzz-relay; `buzz relay` renames it.
 func Command() *cobra.Command {
 	var addr, dataDir, publicURL, database, origins, metricsAddr string
-	var queryTimeout, writeTimeout, reconnectDelay time.Duration
-	var maxQueued, maxBlob int64
+	var queryTimeout, countTimeout, writeTimeout, reconnectDelay time.Duration
+	var maxQueued, maxBlob, maxSubBytesConn, maxSubBytesKey, maxResult int64
+	var maxFilterValues int
 	var fl floodFlags
 	cmd := &cobra.Command{
 		Use:               "buzz-relay",
@@ -66,6 +67,8 @@ func Command() *cobra.Command {
 				MaxQueuedBytes: maxQueued, MaxBlobBytes: maxBlob, ReconnectDelay: reconnectDelay, Logger: log,
 				MaxDMOpensPerMinute: noBound(fl.dmOpens), MaxWritesPerSecond: noBound(fl.writes),
 				MaxConnsPerIP: noBound(fl.connsPerIP), AuthTimeout: noBound(fl.authTimeout), MaxFutureSkew: noBound(fl.futureSkew),
+				CountTimeout: countTimeout, MaxFilterValues: maxFilterValues,
+				MaxSubBytesPerConn: maxSubBytesConn, MaxSubBytesPerKey: maxSubBytesKey, MaxResultBytes: maxResult,
 			})
 			if err != nil {
 				ln.Close()
@@ -91,8 +94,13 @@ func Command() *cobra.Command {
 	f.String(&database, "database", "BUZZ_DATABASE_URL", "", "postgres:// URL: store events in PostgreSQL, shared by every node given it (default: SQLite in --data-dir)")
 	f.String(&origins, "allowed-origins", "BUZZ_ALLOWED_ORIGINS", "", "browser origins (scheme://host[:port], comma-separated) allowed to connect; requests without an Origin are always allowed")
 	f.Duration(&queryTimeout, "query-timeout", "BUZZ_QUERY_TIMEOUT", relay.DefaultQueryTimeout, "deadline for every store query (REQ, COUNT, bridge)")
+	f.Duration(&countTimeout, "count-timeout", "BUZZ_COUNT_TIMEOUT", relay.DefaultCountTimeout, "deadline for a COUNT (WS or bridge); keep it below --query-timeout")
+	f.Int(&maxFilterValues, "max-filter-values", "BUZZ_MAX_FILTER_VALUES", relay.DefaultMaxFilterValues, "most values in one list of a filter (ids, authors, kinds, one tag)")
+	f.Int64(&maxSubBytesConn, "max-sub-bytes-per-conn", "BUZZ_MAX_SUB_BYTES_PER_CONN", relay.DefaultMaxSubBytesPerConn, "filter bytes one connection's live subscriptions may hold")
+	f.Int64(&maxSubBytesKey, "max-sub-bytes-per-key", "BUZZ_MAX_SUB_BYTES_PER_KEY", relay.DefaultMaxSubBytesPerKey, "filter bytes one pubkey's live subscriptions may hold on all its connections")
 	f.Duration(&writeTimeout, "write-timeout", "BUZZ_WRITE_TIMEOUT", relay.DefaultWriteTimeout, "how long one frame may take to reach a client before it is dropped as stalled")
 	f.Int64(&maxQueued, "max-queued-bytes", "BUZZ_MAX_QUEUED_BYTES", relay.DefaultMaxQueuedBytes, "bytes waiting to be written to one client before it is disconnected")
+	f.Int64(&maxResult, "max-result-bytes", "BUZZ_MAX_RESULT_BYTES", relay.DefaultMaxResultBytes, "stored results (REQ history) held relay-wide between their read and their write to clients")
 	f.Int64(&maxBlob, "max-blob-bytes", "BUZZ_MAX_BLOB_BYTES", relay.DefaultMaxBlobBytes, "largest file PUT /upload accepts (Blossom blobs: in --data-dir/blobs, or PostgreSQL with --database)")
 	f.String(&metricsAddr, "metrics-addr", "BUZZ_METRICS_ADDR", "", "serve Prometheus /metrics and the /healthz, /readyz probes on this address (a bare :port is loopback; BUZZ_METRICS_PORT=<port> is :<port>; default: off)")
 	f.Duration(&reconnectDelay, "db-reconnect-delay", "BUZZ_RELAY_RECONNECT_DELAY", time.Second, "pause before a node reconnects its lost PostgreSQL change feed")

@@ -28,6 +28,23 @@ var ErrNewerExists = errors.New(protocol.ReasonDuplicate.Msg("a newer version is
 type Filter struct {
 	nostr.Filter
 	BeforeID string
+	// MaxBytes ends a Query early once the events it returns hold this many bytes of content
+	// and tags (always at least one event); 0 = no cap. The relay pages results by it.
+	MaxBytes int
+}
+
+// Full reports whether events of size bytes (EventBytes summed) fill f's byte cap.
+func (f Filter) Full(size int) bool { return f.MaxBytes > 0 && size >= f.MaxBytes }
+
+// EventBytes is an event's size as MaxBytes counts it: its content and tag values.
+func EventBytes(ev *nostr.Event) int {
+	n := len(ev.Content)
+	for _, t := range ev.Tags {
+		for _, v := range t {
+			n += len(v)
+		}
+	}
+	return n
 }
 
 // Channel is one channel's stored state.

@@ -418,12 +418,14 @@ func (s *Store) Query(ctx context.Context, acc store.Access, f store.Filter, lim
 	}
 	defer rows.Close()
 	out := []nostr.Event{}
-	for rows.Next() {
+	size := 0
+	for !f.Full(size) && rows.Next() {
 		ev, err := scanEvent(rows, nil)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, ev)
+		size += store.EventBytes(&ev)
 	}
 	return out, s.wrap(rows.Err())
 }

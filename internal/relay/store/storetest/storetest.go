@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -50,6 +52,8 @@ var cases = []struct {
 	{"SearchNeverFailsOnOddInput", testSearchNeverFailsOnOddInput},
 	{"SearchFindsOnlyTheSearchKinds", testSearchFindsOnlyTheSearchKinds},
 	{"ReplacedEventLeavesNoTagOrSearchRows", testReplacedEventLeavesNoTagOrSearchRows},
+	{"ReplacedTagHeavyEventLeavesNoTagRows", testReplacedTagHeavyEventLeavesNoTagRows},
+	{"QueryStopsAtMaxBytes", testQueryStopsAtMaxBytes},
 	{"ChannelsLoadWithMembers", testChannelsLoadWithMembers},
 	{"LatestCreatedAtIsScopedByChannel", testLatestCreatedAtIsScopedByChannel},
 	{"MarkAuthSeenRefusesRepeatUntilExpiry", testMarkAuthSeenRefusesRepeatUntilExpiry},
@@ -601,6 +605,48 @@ func testReplacedEventLeavesNoTagOrSearchRows(t *testing.T, s store.Store) {
 	wantContents(t, "#t of the replaced profile", query(t, s, reader(a.pk), nostr.Filter{Tags: nostr.TagMap{"t": {"old"}}}))
 	wantContents(t, "replaced profile's words", query(t, s, reader(a.pk), nostr.Filter{Search: "oldname"}))
 	wantContents(t, "new profile's words", query(t, s, reader(a.pk), nostr.Filter{Search: "newname"}), `{"name":"newname"}`)
+}
+
+// An event with as many indexed tags as the relay admits (values that look like numbers, a
+// repeated pair) is found by every one of them, and by none once replaced: the stores write and
+// delete an event's tag rows in one statement each, row by row.
+func testReplacedTagHeavyEventLeavesNoTagRows(t *testing.T, s store.Store) {
+	a := newKey()
+	heavy := nostr.Event{Kind: 0, CreatedAt: 1, Content: "{}", Tags: nostr.Tags{{"t", "0"}}}
+	for i := range 199 {
+		heavy.Tags = append(heavy.Tags, nostr.Tag{"t", strconv.Itoa(i)})
+	}
+	mustSave(t, s, "", a.sign(t, heavy))
+	for _, v := range []string{"0", "1", "198"} {
+		wantContents(t, "#t "+v, query(t, s, reader(a.pk), nostr.Filter{Tags: nostr.TagMap{"t": {v}}}), "{}")
+	}
+	mustSave(t, s, "", a.sign(t, nostr.Event{Kind: 0, CreatedAt: 2, Content: "{ }", Tags: nostr.Tags{{"t", "new"}}}))
+	for _, v := range []string{"0", "1", "198"} {
+		wantContents(t, "#t "+v+" of the replaced version", query(t, s, reader(a.pk), nostr.Filter{Tags: nostr.TagMap{"t": {v}}}))
+	}
+	wantContents(t, "#t of the new version", query(t, s, reader(a.pk), nostr.Filter{Tags: nostr.TagMap{"t": {"new"}}}), "{ }")
+}
+
+// MaxBytes ends a page once its events hold that many bytes of content and tag values (the
+// relay pages results by it), and always returns one event.
+func testQueryStopsAtMaxBytes(t *testing.T, s store.Store) {
+	a := newKey()
+	for i := range 5 {
+		mustSave(t, s, "", a.sign(t, nostr.Event{Kind: 1, CreatedAt: nostr.Timestamp(10 + i), Content: strings.Repeat("x", 97), Tags: nostr.Tags{{"t", "ab"}}}))
+	}
+	page := func(maxBytes int) int {
+		f := store.Filter{Filter: nostr.Filter{Authors: []string{a.pk}}, MaxBytes: maxBytes}
+		evs, err := s.Query(t.Context(), reader(a.pk), f, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(evs)
+	}
+	for maxBytes, want := range map[int]int{0: 5, 1: 1, 100: 1, 101: 2, 250: 3, 10_000: 5} {
+		if got := page(maxBytes); got != want {
+			t.Errorf("MaxBytes %d returned %d events of 100 bytes, want %d", maxBytes, got, want)
+		}
+	}
 }
 
 func testChannelsLoadWithMembers(t *testing.T, s store.Store) {
