@@ -100,7 +100,8 @@ type Relay struct {
 	stampMu sync.Mutex
 	stamps  map[stampKey]int64
 
-	presence presenceBook // latest kind 20001 per pubkey (presence.go)
+	presence  presenceBook // latest kind 20001 per pubkey (presence.go)
+	observers observerBook // kind-24200 owners and telemetry rates (observer.go)
 
 	connsMu  sync.RWMutex
 	conns    map[*conn]struct{}
