@@ -70,6 +70,7 @@ import (
 	"github.com/buzz-harness/buzz/internal/journal"
 	"github.com/buzz-harness/buzz/internal/observer"
 	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/protocol/observerframe"
 	"github.com/buzz-harness/buzz/internal/sessionstore"
 )
 
@@ -107,10 +108,12 @@ type Harness struct {
 	// hbCursor is where the agent's view ends for heartbeats: the last heartbeat prompt, or the
 	// start (heartbeat_cursor.go).
 	hbCursor time.Time
-	metrics  *opsMetrics // Prometheus (metrics_prom.go)
-	budget   *budget     // --max-cost-per-day, --max-tokens-per-day (budget.go)
-	activeAt time.Time   // the last moment the harness was not quiet (--exit-after-inactivity)
-	catchUp  catchUp     // history pages older than a subscription's limit (catchup.go)
+	metrics  *opsMetrics          // Prometheus (metrics_prom.go)
+	budget   *budget              // --max-cost-per-day, --max-tokens-per-day (budget.go)
+	activeAt time.Time            // the last moment the harness was not quiet (--exit-after-inactivity)
+	catchUp  catchUp              // history pages older than a subscription's limit (catchup.go)
+	frames   frameResults         // the relay observer's sender; nil when off (observe.go)
+	guard    *observerframe.Guard // checks the owner's control frames (observe.go)
 
 	inbox inbox // what goroutines report back to the loop
 
@@ -231,6 +234,7 @@ func (h *Harness) Run(ctx context.Context) error {
 	h.stopLive = stopLive
 	h.tasks.Go(func() { liveErr <- h.live.Run(liveCtx) })
 	h.ack.start(ctx, h.live, h.clock)
+	h.startObserver(ctx)
 
 	if err := h.publishAddPolicy(ctx); err != nil {
 		return err
