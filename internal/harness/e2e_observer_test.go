@@ -116,17 +116,26 @@ func (w *ownerWatch) send(ev nostr.Event) {
 // the relay observer on and liveness every 5 s; its first prompt hangs until cancelled.
 func observedStack(t *testing.T) (*stack, *ownerWatch, *clock.Fake) {
 	t.Helper()
+	clk := clock.NewFake(time.Now())
+	s, w := observedStackWith(t, harness.Config{Clock: clk, TurnLiveness: 5 * time.Second}, "TESTAGENT_HANG_ON=1")
+	return s, w, clk
+}
+
+// observedStackWith runs the harness in process with cfg, attested by the owner, the owner
+// watching its frames.
+func observedStackWith(t *testing.T, cfg harness.Config, env ...string) (*stack, *ownerWatch) {
+	t.Helper()
 	s := newStack(t)
 	w := watchAsOwner(t, s)
 	tag, err := ownerauth.Issue(s.ownerSK, s.agentPK, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := clock.NewFake(time.Now())
-	cancel, _ := s.runInProcess(t, harness.Config{Clock: clk, AuthTag: tag.JSON(), TurnLiveness: 5 * time.Second}, "TESTAGENT_HANG_ON=1")
+	cfg.AuthTag = tag.JSON()
+	cancel, _ := s.runInProcess(t, cfg, env...)
 	t.Cleanup(cancel)
 	s.waitLog("agent ready", 30*time.Second)
-	return s, w, clk
+	return s, w
 }
 
 func TestObserverOwnerDecryptsEveryFrameOfATurnInOrderWithLivenessTicks(t *testing.T) {
@@ -276,5 +285,24 @@ func TestObserverStaleOrReplayedControlFrameIsRefused(t *testing.T) {
 		if e.Kind == observerframe.KindControlResult && strings.Contains(string(e.Payload), `"status":"sent"`) && e.Seq < got[2].Seq {
 			t.Fatal("the stale frame cancelled the turn")
 		}
+	}
+}
+
+func TestObserverPermissionDecisionAnswersTheOwnersQuestion(t *testing.T) {
+	t.Parallel()
+	s, w := observedStackWith(t, harness.Config{Permissions: harness.PermissionsAsk}, "TESTAGENT_PERMISSION=1")
+	m := s.mention(s.ownerSK, "deploy it")
+	s.waitQuestion(m.ID)
+	w.control(s.agentPK, observerframe.Command{Type: observerframe.PermissionDecision, ChannelID: s.channel, OptionID: "opt-c42", RequestNonce: "n1"}, time.Now())
+	if got := s.permissionAnswer(); got != "opt-c42" {
+		t.Fatalf("answered %q, want the owner's opt-c42", got)
+	}
+	res := w.waitKind(observerframe.KindControlResult, 1)[0]
+	if p := string(res.Payload); !strings.Contains(p, `"status":"answered"`) || !strings.Contains(p, `"requestNonce":"n1"`) {
+		t.Fatalf("control_result %s", p)
+	}
+	term := w.waitKind(observerframe.KindPermissionTerminal, 1)[0]
+	if p := string(term.Payload); !strings.Contains(p, `"optionId":"opt-c42"`) {
+		t.Fatalf("permission_terminal %s", p)
 	}
 }

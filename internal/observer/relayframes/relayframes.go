@@ -15,12 +15,14 @@ package relayframes
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/buzz-harness/buzz/internal/client"
 	"github.com/buzz-harness/buzz/internal/clock"
 	"github.com/buzz-harness/buzz/internal/observer"
 	"github.com/buzz-harness/buzz/internal/protocol/observerframe"
@@ -172,7 +174,10 @@ func (s *Sender) translate(ctx context.Context, events <-chan observer.Event) {
 }
 
 // send encrypts, signs and publishes frames one at a time, so the owner receives them in order.
+// The first refusal is a warning (a relay that cannot tell the owner refuses them all: see
+// --relay-observer in the README), later ones are debug lines.
 func (s *Sender) send(ctx context.Context, pub Publisher) {
+	warned := false
 	for e := range s.out {
 		ev, err := observerframe.BuildTelemetry(s.cfg.AgentSecret, s.cfg.Owner, s.cfg.AuthTag, e, s.cfg.Clock.Now(), nil)
 		if err != nil {
@@ -182,7 +187,13 @@ func (s *Sender) send(ctx context.Context, pub Publisher) {
 		pctx, cancel := context.WithTimeout(ctx, publishTimeout)
 		err = pub.Publish(pctx, &ev)
 		cancel()
-		if err != nil && ctx.Err() == nil {
+		var rej *client.RejectedError
+		switch {
+		case err == nil || ctx.Err() != nil:
+		case errors.As(err, &rej) && !warned:
+			warned = true
+			s.cfg.Log.Warn("the relay refused an observer frame; the owner may see none", "kind", e.Kind, "reason", rej.Message)
+		default:
 			s.cfg.Log.Debug("observer frame not published", "kind", e.Kind, "err", err)
 		}
 	}
