@@ -86,7 +86,9 @@ func TestObserveStreamsTheAgentsDecryptedFramesAsJSONLines(t *testing.T) {
 
 	var out, errb lockedBuffer
 	cmd := cli.NewRootCommand(cli.IO{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb,
-		Env: func(k string) string { return map[string]string{"BUZZ_RELAY_URL": s.URL, "BUZZ_PRIVATE_KEY": ownerSK}[k] }})
+		Env: func(k string) string {
+			return map[string]string{"BUZZ_RELAY_URL": s.URL, "BUZZ_PRIVATE_KEY": ownerSK}[k]
+		}})
 	cmd.SetArgs([]string{"observe", "--agent", agent.pk})
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
