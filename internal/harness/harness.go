@@ -21,7 +21,7 @@
 //	intake.go       an event's way in (rules or thread follow, gate, journal, queue), the journal replay
 //	listen.go       which events the subscription rules (--subscribe, --config) listen to
 //	control.go      owner commands (!cancel, !rotate, !shutdown, !status, !model, !mode, !budget), author gate
-//	ownersettings.go !model / !mode: applying an owner's choice to a conversation's sessions
+//	ownersettings.go !model / !mode (and observer control): an owner's choice on a conversation's sessions
 //	siblings.go     NIP-OA sibling agents through the author gate
 //	steer.go        a new message while its conversation's turn runs: native steer, or cancel and merge
 //	turn.go         a turn: dispatch, run, decide its outcome, act on it; the same-second hold
@@ -42,6 +42,7 @@
 //	images.go       image attachments fetched for agents that take images (ACP image blocks)
 //	ack.go          acknowledgement: 👀 on accepted events, typing while a turn runs, presence
 //	feed.go         activity-feed events
+//	observe.go      the relay observer (NIP-AO): telemetry to the owner, its control frames
 //	metrics.go      turn metrics (NIP-AM)
 //	metrics_prom.go Prometheus metrics (--metrics-addr) and the loop's snapshot for the gauges
 //	budget.go       daily spend caps (--max-cost-per-day, --max-tokens-per-day, !budget)
