@@ -93,7 +93,7 @@ func BuildTelemetry(agentSecret, owner string, auth nostr.Tag, e Event, now time
 	if len(plain) > MaxPlaintext {
 		return nostr.Event{}, fmt.Errorf("observer frame: %d bytes, over %d", len(plain), MaxPlaintext)
 	}
-	agent, err := protocol.PublicKey(agentSecret)
+	agent, err := publicKey(agentSecret)
 	if err != nil {
 		return nostr.Event{}, fmt.Errorf("observer frame: agent key: %w", err)
 	}
@@ -110,8 +110,18 @@ func BuildControl(ownerSecret, agent string, c Command, now time.Time, entropy i
 	return build(ownerSecret, agent, agent, Control, nil, plain, now, entropy)
 }
 
+// publicKey is sk's public key from the signer cache: a harness sends frames by the hundred,
+// and deriving the key is an elliptic-curve multiplication each time.
+func publicKey(sk string) (string, error) {
+	s, err := protocol.SignerFor(sk)
+	if err != nil {
+		return "", err
+	}
+	return s.PublicKey(), nil
+}
+
 func build(sk, recipient, agent, frame string, auth nostr.Tag, plain []byte, now time.Time, entropy io.Reader) (nostr.Event, error) {
-	author, err := protocol.PublicKey(sk)
+	author, err := publicKey(sk)
 	if err != nil {
 		return nostr.Event{}, fmt.Errorf("observer frame: key: %w", err)
 	}
@@ -192,7 +202,7 @@ func Open(sk string, ev *nostr.Event, want string) ([]byte, error) {
 	if ev.Kind != protocol.KindObserverFrame {
 		return nil, fmt.Errorf("observer frame: kind %d, want %d", ev.Kind, protocol.KindObserverFrame)
 	}
-	me, err := protocol.PublicKey(sk)
+	me, err := publicKey(sk)
 	if err != nil {
 		return nil, fmt.Errorf("observer frame: key: %w", err)
 	}
