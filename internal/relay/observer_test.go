@@ -11,6 +11,8 @@ import (
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/protocol/observerframe"
 	"github.com/buzz-harness/buzz/internal/protocol/ownerauth"
+	"github.com/buzz-harness/buzz/internal/relay"
+	"github.com/buzz-harness/buzz/internal/relay/relaytest"
 )
 
 func TestObserverFrameReachesOnlyItsOwnersSubscriptionAndIsNotStored(t *testing.T) {
@@ -68,5 +70,37 @@ func TestObserverTelemetryToAStrangerIsRefusedOverTheSocket(t *testing.T) {
 	err = s.Connect(t, agentSK).Publish(context.Background(), frame)
 	if err == nil || !strings.Contains(err.Error(), "restricted: telemetry frames go only to the agent's owner") {
 		t.Fatalf("publish = %v, want the owner refusal", err)
+	}
+}
+
+func TestObserverTelemetryOverTheRateIsRefusedAndTheConnectionStays(t *testing.T) {
+	frozen := time.Now() // one rate window for the whole test, however slow the machine
+	s := relaytest.StartWith(t, func(c *relay.Config) { c.Now = func() time.Time { return frozen } })
+	agentSK, agentPK := keypair(t)
+	ownerSK, ownerPK := keypair(t)
+	tag, _ := ownerauth.Issue(ownerSK, agentPK, "", nil)
+	c := dialRaw(t, s.URL)
+	c.mustAuth(agentSK, s.URL)
+	send := func(seq uint64) []any {
+		frame, err := observerframe.BuildTelemetry(agentSK, ownerPK, tag.NostrTag(),
+			observerframe.Event{Seq: seq, Kind: observerframe.KindTurnLiveness, Payload: []byte(`{}`)}, frozen, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.send("EVENT", frame)
+		return c.readUntil("OK")
+	}
+	for i := range relay.ObserverTelemetryPerSecond {
+		if ok := send(uint64(i)); ok[2] != true {
+			t.Fatalf("frame %d refused: %v", i, ok)
+		}
+	}
+	ok := send(1000)
+	if ok[2] != false || !hasPrefix(ok[3], "rate-limited:") {
+		t.Fatalf("frame over the rate: %v", ok)
+	}
+	// Still connected and authenticated: a note goes through.
+	if ok := c.publish(agentSK, nostr.Event{Kind: protocol.KindTextNote, Content: "still here", CreatedAt: nostr.Timestamp(frozen.Unix())}); ok[2] != true {
+		t.Fatalf("after the refusal: %v", ok)
 	}
 }
