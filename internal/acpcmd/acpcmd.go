@@ -103,6 +103,8 @@ type options struct {
 	publishResponse string
 	threadFollow    bool
 	threadFollowTTL int
+	relayObserver   bool
+	turnLiveness    int
 }
 
 // Command returns the buzz-acp root command.
@@ -192,6 +194,9 @@ func Command() *cobra.Command {
 	cmd.Flags().BoolVar(&o.threadFollow, "thread-follow", true, "after the agent replied in a thread, answer later messages there without an @mention (--thread-follow=false turns it off)")
 	cmdflag.Bind(cmd.Flags(), "thread-follow", "BUZZ_ACP_THREAD_FOLLOW")
 	f.Int(&o.threadFollowTTL, "thread-follow-ttl-secs", "BUZZ_ACP_THREAD_FOLLOW_TTL_SECS", 86400, "follow a thread this many seconds after the agent's last reply there")
+	cmd.Flags().BoolVar(&o.relayObserver, "relay-observer", true, "with an owner known, send NIP-AO observer frames (kind 24200) to the owner and take its control frames (--relay-observer=false turns it off)")
+	cmdflag.Bind(cmd.Flags(), "relay-observer", "BUZZ_ACP_RELAY_OBSERVER")
+	f.Int(&o.turnLiveness, "turn-liveness-secs", "BUZZ_ACP_TURN_LIVENESS_SECS", 10, "seconds between turn_liveness observer frames while a turn runs (0 = none, else ≥5)")
 	f.String(&o.logLevel, "log-level", "BUZZ_ACP_LOG_LEVEL", "info", "debug, info, warn or error")
 	f.String(&o.metricsAddr, "metrics-addr", "BUZZ_ACP_METRICS_ADDR", "", "serve Prometheus metrics at /metrics on this address (a bare :port is loopback; default: off)")
 	f.Bool(&o.lazyPool, "lazy-pool", "BUZZ_ACP_LAZY_POOL", "start agent processes only when a mention waits for one")
@@ -287,6 +292,8 @@ func (o *options) harnessConfig(sk string, logger *slog.Logger) harness.Config {
 		PublishResponse:               harness.PublishResponse(o.publishResponse),
 		NoThreadFollow:                !o.threadFollow,
 		ThreadFollowTTL:               time.Duration(o.threadFollowTTL) * time.Second,
+		NoRelayObserver:               !o.relayObserver,
+		TurnLiveness:                  time.Duration(o.turnLiveness) * time.Second,
 		LazyPool:                      o.lazyPool,
 		IdlePoolSleep:                 time.Duration(o.idlePoolSleep) * time.Second,
 		ExitAfterInactivity:           time.Duration(o.exitAfterInactivity) * time.Second,

@@ -111,7 +111,7 @@ func newRoot(stdio IO) (*cobra.Command, *app) {
 
 	root.AddCommand(a.keysCommand(), a.channelsCommand(), a.messagesCommand(), a.usersCommand(), a.remindersCommand(),
 		a.reactionsCommand(), a.canvasCommand(), a.memCommand(), a.mcpCommand(), a.feedCommand(), a.dmsCommand(),
-		a.uploadCommand())
+		a.uploadCommand(), a.observeCommand())
 	// buzz up and the standalone binaries' commands (under their short names) take none of the
 	// CLI's global flags, so their help does not list them.
 	for name, cmd := range map[string]*cobra.Command{

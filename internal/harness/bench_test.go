@@ -18,6 +18,7 @@ import (
 
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/buzz-harness/buzz/internal/protocol/ownerauth"
 	"github.com/buzz-harness/buzz/internal/testbin"
 )
 
@@ -44,13 +45,23 @@ func BenchmarkHarnessOverhead(b *testing.B) {
 // acpceiling (a client that only reads the frame, checks the signature and writes the prompt),
 // one after the other on the same machine, and reports both p99s and their ratio: the part of
 // the tail that is buzz-acp's rather than the machine's. Run with -benchtime=1x; repeat with
-// -count for medians.
+// -count for medians. The relay-observer variant runs buzz-acp attested by its owner, so every
+// observer frame is built, sent and accepted; the others run without the observer.
 func BenchmarkHarnessOverheadVsCeiling(b *testing.B) {
-	for _, n := range []int{100, 1000} {
-		b.Run(fmt.Sprintf("channels=%d", n), func(b *testing.B) {
+	for _, v := range []struct {
+		name     string
+		channels int
+		start    func(s *stack, activity string, channels int)
+	}{
+		{"channels=100", 100, (*stack).startMeasured},
+		{"channels=1000", 1000, (*stack).startMeasured},
+		{"channels=100,relay-observer", 100, (*stack).startObserved},
+	} {
+		n := v.channels
+		b.Run(v.name, func(b *testing.B) {
 			for range b.N {
 				ceiling := benchOverhead(b, n, 500, (*stack).startCeiling)
-				ours := benchOverhead(b, n, 500, (*stack).startMeasured)
+				ours := benchOverhead(b, n, 500, v.start)
 				b.ReportMetric(ours.p99, "p99-ms")
 				b.ReportMetric(ceiling.p99, "ceiling-p99-ms")
 				b.ReportMetric(ours.p99/ceiling.p99, "p99-ratio")
@@ -128,7 +139,18 @@ func (s *stack) startMeasured(activity string, channels int) {
 	// every top-level mention opens a new session) and room for every channel's session (past the
 	// cache bound the least recently used is closed, and the next mention there loads it again).
 	s.start([]string{"--activity-log", activity, "--log-level", "info", "--session-policy", "channel",
-		"--max-cached-conversation-sessions", strconv.Itoa(channels)}, "TESTAGENT_NO_CLI=1")
+		"--max-cached-conversation-sessions", strconv.Itoa(channels), "--relay-observer=false"}, "TESTAGENT_NO_CLI=1")
+}
+
+// startObserved is startMeasured with the relay observer on and accepted: the owner attests the
+// agent (BUZZ_AUTH_TAG), so the relay forwards every frame (nobody subscribes to them).
+func (s *stack) startObserved(activity string, channels int) {
+	tag, err := ownerauth.Issue(s.ownerSK, s.agentPK, "", nil)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.start([]string{"--activity-log", activity, "--log-level", "info", "--session-policy", "channel",
+		"--max-cached-conversation-sessions", strconv.Itoa(channels)}, "TESTAGENT_NO_CLI=1", "BUZZ_AUTH_TAG="+tag.JSON())
 }
 
 // startCeiling starts acpceiling in buzz-acp's place, with the same agent and relay.

@@ -193,6 +193,8 @@ func (h *Harness) handleIncoming(ctx context.Context, in client.Incoming) {
 		h.handleReminder(ctx, in.Event)
 	case in.SubID == subOwn:
 		h.ownMessage(in.Event)
+	case in.SubID == subObserver:
+		h.observerControl(ctx, in.Event)
 	default:
 		chID, _ := protocol.ChannelID(in.Event.Tags)
 		h.bus.Publish(observer.Scope{ChannelID: chID},

@@ -129,6 +129,12 @@ type Config struct {
 	NoThreadFollow  bool
 	ThreadFollowTTL time.Duration
 
+	// Relay observer (NIP-AO, observe.go): with an owner known, telemetry frames to the owner
+	// and control frames from it, unless NoRelayObserver. TurnLiveness is the turn_liveness
+	// period (0 = none, else at least 5 s).
+	NoRelayObserver bool
+	TurnLiveness    time.Duration
+
 	// MCP servers every session is opened with: MCPCommand's server, which is handed the agent's
 	// relay, key and AuthTag (BUZZ_AUTH_TAG), then MCPServers (--mcp-servers) as written.
 	MCPCommand string
@@ -229,6 +235,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ContextMessageLimit < 0 || c.ContextMessageLimit > 100 {
 		return fmt.Errorf("--context-message-limit must be 0–100, got %d", c.ContextMessageLimit)
+	}
+	if c.TurnLiveness != 0 && c.TurnLiveness < 5*time.Second {
+		return fmt.Errorf("--turn-liveness-secs must be 0 or at least 5, got %s", c.TurnLiveness)
 	}
 	if c.HeartbeatInterval != 0 && c.HeartbeatInterval < 10*time.Second {
 		return fmt.Errorf("--heartbeat-interval must be 0 or at least 10s, got %s", c.HeartbeatInterval)

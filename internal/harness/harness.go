@@ -21,7 +21,7 @@
 //	intake.go       an event's way in (rules or thread follow, gate, journal, queue), the journal replay
 //	listen.go       which events the subscription rules (--subscribe, --config) listen to
 //	control.go      owner commands (!cancel, !rotate, !shutdown, !status, !model, !mode, !budget), author gate
-//	ownersettings.go !model / !mode: applying an owner's choice to a conversation's sessions
+//	ownersettings.go !model / !mode (and observer control): an owner's choice on a conversation's sessions
 //	siblings.go     NIP-OA sibling agents through the author gate
 //	steer.go        a new message while its conversation's turn runs: native steer, or cancel and merge
 //	turn.go         a turn: dispatch, run, decide its outcome, act on it; the same-second hold
@@ -42,6 +42,7 @@
 //	images.go       image attachments fetched for agents that take images (ACP image blocks)
 //	ack.go          acknowledgement: 👀 on accepted events, typing while a turn runs, presence
 //	feed.go         activity-feed events
+//	observe.go      the relay observer (NIP-AO): telemetry to the owner, its control frames
 //	metrics.go      turn metrics (NIP-AM)
 //	metrics_prom.go Prometheus metrics (--metrics-addr) and the loop's snapshot for the gauges
 //	budget.go       daily spend caps (--max-cost-per-day, --max-tokens-per-day, !budget)
@@ -71,6 +72,7 @@ import (
 	"github.com/buzz-harness/buzz/internal/journal"
 	"github.com/buzz-harness/buzz/internal/observer"
 	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/protocol/observerframe"
 	"github.com/buzz-harness/buzz/internal/sessionstore"
 )
 
@@ -109,11 +111,13 @@ type Harness struct {
 	// hbCursor is where the agent's view ends for heartbeats: the last heartbeat prompt, or the
 	// start (heartbeat_cursor.go).
 	hbCursor time.Time
-	metrics  *opsMetrics // Prometheus (metrics_prom.go)
-	budget   *budget     // --max-cost-per-day, --max-tokens-per-day (budget.go)
-	activeAt time.Time   // the last moment the harness was not quiet (--exit-after-inactivity)
-	catchUp  catchUp     // history pages older than a subscription's limit (catchup.go)
-	dir      *directory  // the kind-10100 directory entry; nil with --no-publish-directory (directory.go)
+	metrics  *opsMetrics          // Prometheus (metrics_prom.go)
+	budget   *budget              // --max-cost-per-day, --max-tokens-per-day (budget.go)
+	activeAt time.Time            // the last moment the harness was not quiet (--exit-after-inactivity)
+	catchUp  catchUp              // history pages older than a subscription's limit (catchup.go)
+	dir      *directory           // the kind-10100 directory entry; nil with --no-publish-directory (directory.go)
+	frames   frameResults         // the relay observer's sender; nil when off (observe.go)
+	guard    *observerframe.Guard // checks the owner's control frames (observe.go)
 
 	inbox inbox // what goroutines report back to the loop
 
@@ -239,6 +243,7 @@ func (h *Harness) Run(ctx context.Context) error {
 	h.stopLive = stopLive
 	h.tasks.Go(func() { liveErr <- h.live.Run(liveCtx) })
 	h.ack.start(ctx, h.live, h.clock)
+	h.startObserver(ctx)
 
 	if err := h.publishAddPolicy(ctx); err != nil {
 		return err

@@ -24,7 +24,7 @@ func (h *Harness) ownerSetting(ctx context.Context, setting, value string, c *ch
 	}
 	h.log.Info("owner command", "command", "!"+setting, "value", value, "channel", c.ID, "conversation", k.String())
 	outcome := map[string]any{"type": setting + "_set", "actor": ev.PubKey, "target": h.agent, "setting": setting, "value": value}
-	answer := func(res settingResult, sessionID string) {
+	h.changeSetting(ctx, k, setting, value, func(res settingResult, sessionID string) {
 		outcome["status"] = res.Status
 		if res.Method != "" {
 			outcome["method"] = res.Method
@@ -42,7 +42,14 @@ func (h *Harness) ownerSetting(ctx context.Context, setting, value string, c *ch
 		pctx, cancel := context.WithTimeout(ctx, settingTimeout+10*time.Second)
 		defer cancel()
 		h.relay.publish(pctx, outcomeRow(c.ID, ev, outcome, h.clock.Now()))
-	}
+	})
+}
+
+// changeSetting changes an agent setting of conversation k, for !model / !mode and the owner's
+// observer control frames, and hands the result to answer on a goroutine of its own. A value the
+// agent does not offer is refused; one that is applied, or cannot be checked yet because no
+// session is open, is kept for the conversation's later sessions.
+func (h *Harness) changeSetting(ctx context.Context, k convKey, setting, value string, answer func(res settingResult, sessionID string)) {
 	keep := func() { h.convs.update(k, func(cv *conversation) { cv.settings.set(setting, value) }) }
 	proc, sess, known := h.convs.liveSession(k)
 	if known == nil { // nothing to check the value against: keep it for when a session opens

@@ -133,7 +133,9 @@ type Relay struct {
 	stampMu sync.Mutex
 	stamps  map[stampKey]int64
 
-	presence presenceBook // latest kind 20001 per pubkey (presence.go)
+	presence  presenceBook // latest kind 20001 per pubkey (presence.go)
+	observers observerBook // kind-24200 owners (observer.go)
+	telemetry *rateBook    // kind-24200 telemetry per agent (rules.go observerTelemetryRate)
 
 	connsMu  sync.RWMutex
 	conns    map[*conn]struct{}
@@ -253,6 +255,7 @@ func Open(cfg Config) (*Relay, error) {
 		metrics:    m,
 
 		turnMetrics: newRateBook(turnMetricLimit, turnMetricWindow),
+		telemetry:   newRateBook(ObserverTelemetryPerSecond, time.Second),
 	}
 	m.watch(r)
 	if sh != nil {

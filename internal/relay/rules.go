@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/protocol/observerframe"
 	"github.com/buzz-harness/buzz/internal/protocol/turnmetric"
 	"github.com/buzz-harness/buzz/internal/relay/store"
 )
@@ -36,6 +37,7 @@ var ingestRules = []ingestRule{
 	channelKindNamesChannel,
 	turnMetricAddressing,
 	turnMetricRate,
+	observerFrameAddressing,
 	reminderTags,
 	databaseLive,
 
@@ -51,6 +53,8 @@ var ingestRules = []ingestRule{
 	editOfOwnMessage,
 	systemRowByMember,
 	canvasByMember,
+	observerBetweenAgentAndOwner,
+	observerTelemetryRate,
 	fanOutEphemeral,
 }
 
@@ -258,6 +262,21 @@ func turnMetricRate(_ context.Context, r *Relay, in *ingest) *result {
 	return refuse(http.StatusTooManyRequests, protocol.ReasonRateLimited.Msg("more than 60 turn metrics a minute from this agent"))
 }
 
+// observerFrameAddressing is NIP-AO's envelope: a global frame (no channel) with one p, one agent
+// and one frame tag, the agent being the author of telemetry and the recipient of control.
+func observerFrameAddressing(_ context.Context, _ *Relay, in *ingest) *result {
+	if in.ev.Kind != protocol.KindObserverFrame {
+		return nil
+	}
+	if in.channel != "" {
+		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg("observer frames (kind 24200) are global and carry no h tag"))
+	}
+	if _, err := observerframe.Addressing(in.ev); err != nil {
+		return refuse(http.StatusBadRequest, protocol.ReasonInvalid.Msg(err.Error()))
+	}
+	return nil
+}
+
 // databaseLive: a node cut off from the shared database would act on channel state other nodes
 // may have changed, so it takes no writes until its change feed is back.
 func databaseLive(_ context.Context, r *Relay, _ *ingest) *result {
@@ -391,6 +410,47 @@ func systemRowByMember(ctx context.Context, r *Relay, in *ingest) *result {
 func canvasByMember(ctx context.Context, r *Relay, in *ingest) *result {
 	if in.ev.Kind == protocol.KindCanvas && !r.isMember(ctx, in.ev.PubKey, in.channel) {
 		return refuse(http.StatusForbidden, protocol.ReasonRestricted.Msg("only channel members may write the canvas (kind 40100)"))
+	}
+	return nil
+}
+
+// observerBetweenAgentAndOwner: telemetry goes from an agent to its owner, control from the
+// owner to its agent, and nowhere else; the owner is the one the agent proved (observer.go). A
+// frame could otherwise carry anyone's encrypted chatter to anyone, or let a stranger pose as an
+// agent's controller.
+func observerBetweenAgentAndOwner(ctx context.Context, r *Relay, in *ingest) *result {
+	if in.ev.Kind != protocol.KindObserverFrame {
+		return nil
+	}
+	env, _ := observerframe.Addressing(in.ev) // observerFrameAddressing passed it
+	if env.Frame == observerframe.Telemetry {
+		if o := frameOwner(in.ev); o != "" {
+			r.observers.learn(in.ev.PubKey, o)
+		}
+	}
+	owner, err := r.agentOwner(ctx, env.Agent)
+	if err != nil {
+		return refuse(http.StatusInternalServerError, protocol.ReasonError.Msg("owner lookup failed"))
+	}
+	switch {
+	case owner == "":
+		return refuse(http.StatusForbidden, protocol.ReasonRestricted.Msg("observer frames need the agent's owner proven by a NIP-OA auth tag"))
+	case env.Frame == observerframe.Telemetry && env.Recipient != owner:
+		return refuse(http.StatusForbidden, protocol.ReasonRestricted.Msg("telemetry frames go only to the agent's owner"))
+	case env.Frame == observerframe.Control && in.ev.PubKey != owner:
+		return refuse(http.StatusForbidden, protocol.ReasonRestricted.Msg("control frames come only from the agent's owner"))
+	}
+	return nil
+}
+
+// observerTelemetryRate bounds each agent's telemetry (ObserverTelemetryPerSecond): a frame over
+// it is refused and counted, and the connection stays. Control is not limited.
+func observerTelemetryRate(_ context.Context, r *Relay, in *ingest) *result {
+	if in.ev.Kind != protocol.KindObserverFrame || protocol.TagValue(in.ev.Tags, "frame") != observerframe.Telemetry {
+		return nil
+	}
+	if ok, _ := r.telemetry.allow(in.ev.PubKey, r.now()); !ok {
+		return refuse(http.StatusTooManyRequests, protocol.ReasonRateLimited.Msgf("observer telemetry over %d frames/s per agent", ObserverTelemetryPerSecond))
 	}
 	return nil
 }
