@@ -241,3 +241,35 @@ func TestClusterFailedWriteIsAnsweredAsRetryable(t *testing.T) {
 		t.Fatalf("failed write on a shared database: %d %q, want 503 error: … retry", status, res.Error)
 	}
 }
+
+// A burst of events sent without waiting for their OKs commits in batches on A (one notice per
+// batch, listing its events); B's subscriber still gets every one, in the order sent.
+func TestClusterPipelinedBurstReachesTheOtherNodeWholeAndInOrder(t *testing.T) {
+	a, b := twoNodes(t, nil)
+	alice, bob := newUser(), newUser()
+	ch := a.CreateChannel(t, alice.sk, "burst", false)
+	sub := dialRaw(t, b.URL)
+	sub.mustAuth(bob.sk, b.URL)
+	sub.send("REQ", "live", map[string]any{"kinds": []int{9}, "#h": []string{ch}})
+	sub.readUntil("EOSE")
+
+	pub := dialRaw(t, a.URL)
+	pub.mustAuth(alice.sk, a.URL)
+	const n = 300
+	for i := range n {
+		ev := msg(ch, fmt.Sprintf("burst %03d", i))
+		ev.CreatedAt = nostr.Now()
+		ev.Sign(alice.sk)
+		pub.send("EVENT", ev)
+	}
+	for i := range n {
+		if ok := pub.readUntil("OK"); ok[2] != true {
+			t.Fatalf("event %d refused: %v", i, ok)
+		}
+	}
+	for i := range n {
+		if got, want := readEvent(sub, "live"), fmt.Sprintf("burst %03d", i); got != want {
+			t.Fatalf("subscriber on B got %q, want %q", got, want)
+		}
+	}
+}

@@ -197,27 +197,3 @@ func TestOperationsDocAndDashboardNameOnlyMetricsTheRelayExports(t *testing.T) {
 		t.Fatalf("only %d relay metrics exposed: %v", len(exported), exported)
 	}
 }
-
-func TestBackpressureDisconnectIsCountedOncePerClient(t *testing.T) {
-	s := relaytest.StartWith(t, func(c *relay.Config) { c.MaxQueuedBytes = 1 << 20 })
-	alice := newUser()
-	ch := s.CreateChannel(t, alice.sk, "firehose", false)
-	stalled := dialRaw(t, s.URL)
-	stalled.mustAuth(newUser().sk, s.URL)
-	stalled.send("REQ", "live", map[string]any{"kinds": []int{9}, "#h": []string{ch}})
-	stalled.readUntil("EOSE")
-	// It reads nothing more: once the socket's buffers are full, live events pile up past the cap.
-	big := strings.Repeat("x", 400_000)
-	for i := 0; relay.Conns(s.Relay) > 0; i++ {
-		if i == 100 {
-			t.Fatal("the stalled client was not dropped after 40 MB of live events")
-		}
-		s.Publish(t, alice.sk, msg(ch, big))
-	}
-	for range 3 { // more events after the drop must not count it again
-		s.Publish(t, alice.sk, msg(ch, big))
-	}
-	if got := scrapeRelay(t, s.Relay).get("buzz_ws_backpressure_disconnects_total"); got != 1 {
-		t.Fatalf("buzz_ws_backpressure_disconnects_total = %v, want 1", got)
-	}
-}

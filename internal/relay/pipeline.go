@@ -13,7 +13,8 @@ import (
 const writeWindow = 64
 
 // asyncUpdater is a store that can queue a write and answer later, keeping the queue order
-// (the SQLite store). Other stores run each write on its own goroutine.
+// (both stores: each batches what is queued into one commit). A store without it (a test's
+// wrapper) runs each write on its own goroutine.
 type asyncUpdater interface {
 	UpdateAsync(ctx context.Context, fn func(store.Tx) error) <-chan error
 }

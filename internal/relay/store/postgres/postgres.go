@@ -206,6 +206,9 @@ type pgTx struct {
 	tx     pgx.Tx
 	s      *Store
 	stored []int64 // seqs of the events saved, for announce
+
+	later *saveLater // a batch's: plain events are saved together at its end (writer.go)
+	req   int        // the batch request running now
 }
 
 // text makes s storable as PostgreSQL text, which holds neither NUL nor invalid UTF-8. Used on
@@ -217,9 +220,40 @@ func text(s string) string {
 	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
+// row is an event as the events table stores it.
+type row struct {
+	id, pubkey, tags, content, sig string
+	createdAt                      int64
+	kind                           int
+	raw, channel                   *string // content_raw (content with NUL or bad UTF-8), channel_id
+}
+
+func newRow(ev *nostr.Event, channelID string) (row, error) {
+	tags, err := json.Marshal(ev.Tags)
+	if err != nil {
+		return row{}, err
+	}
+	r := row{id: text(ev.ID), pubkey: text(ev.PubKey), tags: string(tags), content: ev.Content, sig: text(ev.Sig),
+		createdAt: int64(ev.CreatedAt), kind: ev.Kind}
+	if channelID != "" {
+		v := text(channelID)
+		r.channel = &v
+	}
+	if c := text(r.content); c != r.content {
+		b, _ := json.Marshal(r.content) // escapes NUL and bad UTF-8 as \u sequences
+		raw := string(b)
+		r.content, r.raw = c, &raw
+	}
+	return r, nil
+}
+
 func (t *pgTx) SaveEvent(ev *nostr.Event, channelID string) error {
+	addr, addressed := store.AddressOf(ev)
+	if t.later != nil && !addressed && ev.Kind != protocol.KindPrivateReminder {
+		return t.later.add(ev, channelID, t.req) // saved with the rest of the batch (saveLater)
+	}
 	var d *string
-	if addr, ok := store.AddressOf(ev); ok {
+	if addressed {
 		if addr.D != nil {
 			v := text(*addr.D)
 			d = &v
@@ -228,21 +262,11 @@ func (t *pgTx) SaveEvent(ev *nostr.Event, channelID string) error {
 			return err
 		}
 	}
-	tags, err := json.Marshal(ev.Tags)
+	r, err := newRow(ev, channelID)
 	if err != nil {
 		return err
 	}
-	var ch *string
-	if channelID != "" {
-		v := text(channelID)
-		ch = &v
-	}
-	content, raw := ev.Content, (*string)(nil)
-	if c := text(content); c != content {
-		b, _ := json.Marshal(content) // escapes NUL and bad UTF-8 as \u sequences
-		r := string(b)
-		content, raw = c, &r
-	}
+	tags, content, raw, ch := r.tags, r.content, r.raw, r.channel
 	// The event and its tag rows in one statement: one round trip per event on the ingest path.
 	var mine tagRows
 	mine.add(ev.Tags, int64(ev.CreatedAt), 0)

@@ -299,3 +299,43 @@ func TestPostgresQueuedWritesAfterCloseFailWithErrClosed(t *testing.T) {
 		t.Fatalf("UpdateAsync after Close: %v, want store.ErrClosed", err)
 	}
 }
+
+// A batch of plain events is saved in one multi-row insert; one already stored, or repeated in
+// the batch, is answered as a duplicate without failing the others.
+func TestPostgresBatchAnswersDuplicatesWithoutFailingTheOthers(t *testing.T) {
+	s := open(t, pgtest.URL(t))
+	ctx := context.Background()
+	sk := nostr.GeneratePrivateKey()
+	event := func(content string) *nostr.Event {
+		ev := &nostr.Event{Kind: 9, CreatedAt: 1, Content: content, Tags: nostr.Tags{{"t", content}}}
+		if err := ev.Sign(sk); err != nil {
+			t.Fatal(err)
+		}
+		return ev
+	}
+	old, y, z := event("old"), event("y"), event("z")
+	if err := s.Update(ctx, func(tx store.Tx) error { return tx.SaveEvent(old, "") }); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	held := s.UpdateAsync(ctx, func(store.Tx) error { <-release; return nil })
+	var results []<-chan error
+	for _, ev := range []*nostr.Event{old, y, y, z} {
+		results = append(results, s.UpdateAsync(ctx, func(tx store.Tx) error { return tx.SaveEvent(ev, "") }))
+	}
+	close(release)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []error{store.ErrDuplicate, nil, store.ErrDuplicate, nil} {
+		if got := <-results[i]; !errors.Is(got, want) {
+			t.Fatalf("write %d: %v, want %v", i, got, want)
+		}
+	}
+	for _, ev := range []*nostr.Event{old, y, z} {
+		n, err := s.Count(ctx, store.Access{}, []store.Filter{{Filter: nostr.Filter{Tags: nostr.TagMap{"t": {ev.Content}}}}})
+		if err != nil || n != 1 {
+			t.Errorf("event %q found by its tag %d times (%v), want once", ev.Content, n, err)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/buzz-harness/buzz/internal/relay/store"
 )
@@ -132,8 +133,12 @@ func (s *Store) runBatch(ctx context.Context, reqs []*writeReq, isolated bool) (
 	errs = make([]error, len(reqs))
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		t := &pgTx{ctx: ctx, tx: tx, s: s}
+		if !isolated {
+			t.later = &saveLater{}
+		}
 		for i, r := range reqs {
 			if !isolated {
+				t.req = i
 				if errs[i] = r.fn(t); errs[i] != nil {
 					if retryable(errs[i]) {
 						return errs[i]
@@ -161,7 +166,84 @@ func (s *Store) runBatch(ctx context.Context, reqs []*writeReq, isolated bool) (
 			}
 			t.stored = append(t.stored, st.stored...)
 		}
+		if t.later != nil {
+			if err := t.later.save(t, errs); err != nil {
+				return err
+			}
+		}
 		return t.announce()
 	})
 	return errs, err
+}
+
+// saveLater holds a batch's plain events (neither replaceable, addressable nor reminders, which
+// need their address's lock and checks at once) and saves them all in two statements at the
+// batch's end: multi-row inserts of the events and of their tag rows.
+type saveLater struct {
+	rows []row
+	evs  []*nostr.Event
+	reqs []int
+}
+
+func (l *saveLater) add(ev *nostr.Event, channelID string, req int) error {
+	r, err := newRow(ev, channelID)
+	if err != nil {
+		return err
+	}
+	l.rows, l.evs, l.reqs = append(l.rows, r), append(l.evs, ev), append(l.reqs, req)
+	return nil
+}
+
+// save inserts the events in the order they were added; a request whose event was stored
+// already (or earlier in this batch) gets store.ErrDuplicate, as SaveEvent would have said.
+func (l *saveLater) save(t *pgTx, errs []error) error {
+	if len(l.rows) == 0 {
+		return nil
+	}
+	n := len(l.rows)
+	ids, pubkeys, tags, contents, sigs := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	createdAt, kinds := make([]int64, n), make([]int32, n)
+	raws, chans := make([]*string, n), make([]*string, n)
+	for i, r := range l.rows {
+		ids[i], pubkeys[i], tags[i], contents[i], sigs[i] = r.id, r.pubkey, r.tags, r.content, r.sig
+		createdAt[i], kinds[i], raws[i], chans[i] = r.createdAt, int32(r.kind), r.raw, r.channel
+	}
+	rows, err := t.tx.Query(t.ctx, `INSERT INTO events (id, pubkey, created_at, kind, tags, content, content_raw, sig, channel_id, origin)
+		SELECT u.*, $10::text FROM unnest($1::text[], $2::text[], $3::bigint[], $4::int[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[]) AS u
+		ON CONFLICT (id) DO NOTHING RETURNING id, seq`,
+		ids, pubkeys, createdAt, kinds, tags, contents, raws, sigs, chans, t.s.node)
+	if err != nil {
+		return err
+	}
+	seqs := map[string]int64{}
+	for rows.Next() {
+		var id string
+		var seq int64
+		if err := rows.Scan(&id, &seq); err != nil {
+			rows.Close()
+			return err
+		}
+		seqs[id] = seq
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	var tagged tagRows
+	for i, r := range l.rows {
+		seq, ok := seqs[r.id]
+		if !ok {
+			errs[l.reqs[i]] = store.ErrDuplicate
+			continue
+		}
+		delete(seqs, r.id) // a second copy in this batch is a duplicate
+		tagged.add(l.evs[i].Tags, r.createdAt, seq)
+		t.stored = append(t.stored, seq)
+	}
+	if len(tagged.names) == 0 {
+		return nil
+	}
+	_, err = t.tx.Exec(t.ctx, `INSERT INTO event_tags (name, value, created_at, seq)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])`, tagged.names, tagged.values, tagged.createdAt, tagged.seqs)
+	return err
 }
