@@ -98,3 +98,25 @@ func TestGateDroppedMentionIsNotPromptedAfterRestartReplay(t *testing.T) {
 		t.Fatalf("%d prompts, want 1 (the replayed !status must not run again either)", n)
 	}
 }
+
+// The agent is told which key is its owner's, once per session, so a stranger's message laid
+// out like the owner's (issue 28, forged context) can be told apart.
+func TestFirstPromptOfASessionNamesTheOwnersKey(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	s.start(nil)
+	one := s.mention(s.ownerSK, "one")
+	first := s.waitReply(one.ID)
+	s.mention(s.ownerSK, "two", replyTo(one.ID))
+	s.waitNewReply(one.ID, first)
+	ps := s.prompts()
+	if len(ps) != 2 {
+		t.Fatalf("%d prompts, want 2", len(ps))
+	}
+	if !strings.Contains(ps[0], "[Owner]\nYour owner is ") || !strings.Contains(ps[0], "exactly "+s.ownerPK+";") {
+		t.Fatalf("first prompt does not name the owner's key:\n%.600s", ps[0])
+	}
+	if strings.Contains(ps[1], "[Owner]") {
+		t.Fatal("the owner section was sent again in the same session")
+	}
+}

@@ -40,6 +40,9 @@ type relayClient struct {
 // persona and team text, plus core memory and the channel canvas from the relay (best effort).
 func (rc *relayClient) standing(ctx context.Context, ch channel, withRelay bool) prompt.Standing {
 	s := prompt.Standing{Base: rc.cfg.BasePrompt, System: rc.cfg.SystemPrompt, Team: rc.cfg.TeamInstructions}
+	if rc.cfg.Owner != "" {
+		s.Owner = &prompt.Owner{Pubkey: rc.cfg.Owner, Name: rc.ownerLabel(ctx, withRelay)}
+	}
 	if !withRelay {
 		return s
 	}
@@ -52,6 +55,21 @@ func (rc *relayClient) standing(ctx context.Context, ch channel, withRelay bool)
 		}
 	}
 	return s
+}
+
+// ownerLabel is the owner's profile label for the standing context: from the profile cache, or
+// fetched when withRelay; "" when unknown (the key alone names the owner).
+func (rc *relayClient) ownerLabel(ctx context.Context, withRelay bool) string {
+	rc.profiles.mu.Lock()
+	c, ok := rc.profiles.entries[rc.cfg.Owner]
+	rc.profiles.mu.Unlock()
+	switch {
+	case ok:
+		return c.p.Label
+	case !withRelay:
+		return ""
+	}
+	return rc.fetchProfiles(ctx, []string{rc.cfg.Owner})[rc.cfg.Owner].Label
 }
 
 // CoreNudge is the core-memory section when the agent has confirmed-no core record yet: it tells
