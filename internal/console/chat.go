@@ -265,7 +265,13 @@ func (c *chat) run(ctx context.Context) error {
 // state lists the owner's channels with members and names, and keeps the live subscription
 // covering all of them.
 func (c *chat) state(ctx context.Context) (stateResp, error) {
-	mems, err := c.bridge.Query(ctx, client.F(nostr.Filter{Kinds: []int{protocol.KindGroupMembers}, Tags: nostr.TagMap{"p": {c.owner}}, Limit: 500})...)
+	// The newest 500 lists naming the owner, and the home channel's by name: anyone can open
+	// DMs naming the owner, and 500 of them must not push the stack's #general off the list.
+	listFilters := []nostr.Filter{{Kinds: []int{protocol.KindGroupMembers}, Tags: nostr.TagMap{"p": {c.owner}}, Limit: 500}}
+	if c.home != "" {
+		listFilters = append(listFilters, nostr.Filter{Kinds: []int{protocol.KindGroupMembers}, Tags: nostr.TagMap{"d": {c.home}}, Limit: 1})
+	}
+	mems, err := c.bridge.Query(ctx, client.F(listFilters...)...)
 	if err != nil {
 		return stateResp{}, err
 	}
@@ -286,7 +292,11 @@ func (c *chat) state(ctx context.Context) (stateResp, error) {
 	st := stateResp{Mode: "full", Channels: []channelInfo{}}
 	var metas []nostr.Event
 	if len(ids) > 0 {
-		if metas, err = c.bridge.Query(ctx, client.F(nostr.Filter{Kinds: []int{protocol.KindGroupMetadata}, Tags: nostr.TagMap{"d": ids}, Limit: 500})...); err != nil {
+		metaFilters := []nostr.Filter{{Kinds: []int{protocol.KindGroupMetadata}, Tags: nostr.TagMap{"d": ids}, Limit: 500}}
+		if members[c.home] != nil {
+			metaFilters = append(metaFilters, nostr.Filter{Kinds: []int{protocol.KindGroupMetadata}, Tags: nostr.TagMap{"d": {c.home}}, Limit: 1})
+		}
+		if metas, err = c.bridge.Query(ctx, client.F(metaFilters...)...); err != nil {
 			return stateResp{}, err
 		}
 	}

@@ -23,7 +23,9 @@ type channel struct {
 	Name  string
 	Type  protocol.ChannelType
 	About string
-	// OwnerShared: the owner is a member too. Such channels are never the ones left out.
+	// OwnerShared: the owner created the channel or added the agent to it (a DM: opened it with
+	// the agent), or it is the home channel; not merely that the owner is listed as a member.
+	// Such channels are never the ones left out.
 	OwnerShared bool
 }
 

@@ -1,14 +1,12 @@
 package relay
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 
-	"github.com/google/uuid"
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/buzz-harness/buzz/internal/protocol"
@@ -59,20 +57,8 @@ func dmParticipants(ev *nostr.Event, existing []string) ([]string, error) {
 	return set, nil
 }
 
-// dmChannelID is the DM's channel id: SHA-256 over the sorted 32-byte keys (upstream's
-// participant hash), its first 16 bytes as an RFC 9562 version-8 UUID.
-func dmChannelID(sorted []string) string {
-	h := sha256.New()
-	for _, pk := range sorted {
-		b, _ := hex.DecodeString(pk)
-		h.Write(b)
-	}
-	var u uuid.UUID
-	copy(u[:], h.Sum(nil))
-	u[6] = u[6]&0x0f | 0x80 // version 8 (custom)
-	u[8] = u[8]&0x3f | 0x80 // RFC 9562 variant
-	return u.String()
-}
+// dmChannelID is the DM's channel id (protocol.DMChannelID: the harness derives it too).
+func dmChannelID(sorted []string) string { return protocol.DMChannelID(sorted) }
 
 // dmTarget is the channel a DM command acts on: the DM of its participant set. For 41011 the
 // set is the h channel's members plus the new keys, checked against the h channel first.
