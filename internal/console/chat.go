@@ -3,8 +3,8 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -474,15 +474,29 @@ func (c *chat) send(ctx context.Context, req postReq) (message, error) {
 		}
 		tags = append(tags, protocol.ReplyTags(root, parentID)...)
 	}
-	names, err := c.memberNames(ctx, ch)
+	members, err := c.memberNames(ctx, ch)
 	if err != nil {
 		return message{}, err
 	}
-	mentioned := MentionedPubkeys(req.Content, names)
+	var all []string
+	for _, pks := range members {
+		all = append(all, pks...)
+	}
 	for _, pk := range req.Mention {
-		if !slices.Contains(slices.Collect(maps.Values(names)), pk) {
+		if !slices.Contains(all, pk) {
 			return message{}, &badRequest{"mention must name channel members by pubkey"}
 		}
+	}
+	names, ambiguous := resolveNames(members, c.agent, req.Mention)
+	if amb := MentionedPubkeys(req.Content, ambiguous); len(amb) > 0 {
+		var parts []string
+		for _, name := range amb {
+			parts = append(parts, fmt.Sprintf("@%s matches %d members", name, len(members[name])))
+		}
+		return message{}, &badRequest{strings.Join(parts, "; ") + ": pick the member from the mention list"}
+	}
+	mentioned := MentionedPubkeys(req.Content, names)
+	for _, pk := range req.Mention {
 		if !slices.Contains(mentioned, pk) {
 			mentioned = append(mentioned, pk)
 		}
@@ -522,8 +536,9 @@ func (c *chat) postKind(ctx context.Context, ch string, reply bool) (int, error)
 	return protocol.KindStreamMessage, nil
 }
 
-// memberNames maps each member's profile name to their pubkey.
-func (c *chat) memberNames(ctx context.Context, ch string) (map[string]string, error) {
+// memberNames maps each member's profile name, lowercased (mentions match case-insensitively),
+// to the members of that name: anyone may take any name, so one name can be several members.
+func (c *chat) memberNames(ctx context.Context, ch string) (map[string][]string, error) {
 	evs, err := c.bridge.Query(ctx, client.F(nostr.Filter{Kinds: []int{protocol.KindGroupMembers}, Tags: nostr.TagMap{"d": {ch}}, Limit: 1})...)
 	if err != nil {
 		return nil, err
@@ -535,15 +550,44 @@ func (c *chat) memberNames(ctx context.Context, ch string) (map[string]string, e
 		}
 	}
 	c.loadNames(ctx, pks)
-	out := map[string]string{}
+	out := map[string][]string{}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, pk := range pks {
-		if n := c.names[pk]; n != "" {
-			out[n] = pk
+		if n := strings.ToLower(c.names[pk]); n != "" && !slices.Contains(out[n], pk) {
+			out[n] = append(out[n], pk)
 		}
 	}
 	return out, nil
+}
+
+// resolveNames picks the member each name mentions: the only one of that name; else the stack's
+// agent when it is one of them (a stranger naming itself "agent" does not get the owner's
+// @agent); else the one of them the composer named explicitly. The names still naming several
+// members are returned apart (name → name), for the caller to refuse when the text uses them.
+func resolveNames(members map[string][]string, agent string, explicit []string) (names, ambiguous map[string]string) {
+	names, ambiguous = map[string]string{}, map[string]string{}
+	for name, pks := range members {
+		var picked []string
+		switch {
+		case len(pks) == 1:
+			picked = pks
+		case agent != "" && slices.Contains(pks, agent):
+			picked = []string{agent}
+		default:
+			for _, pk := range pks {
+				if slices.Contains(explicit, pk) {
+					picked = append(picked, pk)
+				}
+			}
+		}
+		if len(picked) == 1 {
+			names[name] = picked[0]
+		} else {
+			ambiguous[name] = name
+		}
+	}
+	return names, ambiguous
 }
 
 // MentionedPubkeys returns, in order of first appearance, the pubkeys whose name appears as
