@@ -72,6 +72,9 @@ type message struct {
 	// Permission marks the agent's question to the owner (--permissions ask): the page shows
 	// its numbered options as buttons that answer it.
 	Permission bool `json:"permission,omitempty"`
+	// PermissionOptions are the question's options, from its option tags (never its text, where
+	// a tool title can forge "2. Reject" lines): button i answers i+1.
+	PermissionOptions []string `json:"permissionOptions,omitempty"`
 	// Attachments are its NIP-92 files (attachments.go).
 	Attachments []attachment `json:"attachments,omitempty"`
 }
@@ -703,6 +706,9 @@ func (c *chat) toMessage(ctx context.Context, ev *nostr.Event, ch string) messag
 	}
 	if m.Mentions == nil {
 		m.Mentions = []string{}
+	}
+	if m.Permission {
+		m.PermissionOptions = protocol.PermissionOptions(ev.Tags)
 	}
 	m.Attachments = c.attachments(ev.Tags)
 	m.Name, _ = c.name(ev.PubKey)
