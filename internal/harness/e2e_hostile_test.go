@@ -120,3 +120,32 @@ func TestFirstPromptOfASessionNamesTheOwnersKey(t *testing.T) {
 		t.Fatal("the owner section was sent again in the same session")
 	}
 }
+
+// !status typed in an open channel is read by everyone there: it lists that channel and the
+// open ones, never the ids of the agent's private channels and DMs (issue 28), only their count.
+func TestOwnerStatusInAnOpenChannelLeavesPrivateChannelsAndDMsOut(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	secret := s.relay.CreateChannel(t, s.ownerSK, "secret", true)
+	s.relay.AddMember(t, s.ownerSK, secret, s.agentPK, "member")
+	dm := nostr.Event{Kind: protocol.KindDMOpen, CreatedAt: nostr.Now(), Tags: nostr.Tags{{"p", s.agentPK}}}
+	s.relay.Publish(t, s.ownerSK, dm)
+	dm.PubKey = s.ownerPK
+	dmID, _ := protocol.DMOpenChannel(&dm)
+	s.start(nil)
+	m := s.mention(s.ownerSK, "!status")
+	out := s.waitOutcome(m.ID)
+	raw := s.waitEvent(5*time.Second, nostr.Filter{Kinds: []int{protocol.KindSystemMessage}, Authors: []string{s.agentPK}, Tags: nostr.TagMap{"e": {m.ID}}}).Content
+	st, _ := out["status"].(map[string]any)
+	chans, _ := st["channels"].(map[string]any)
+	others, _ := st["others"].(map[string]any)
+	if _, ok := chans[s.channel]; !ok || len(chans) != 1 {
+		t.Fatalf("listed channels %v, want only the open %s", chans, s.channel)
+	}
+	if strings.Contains(raw, secret) || strings.Contains(raw, dmID) {
+		t.Fatalf("the status row names a private channel or DM: %s", raw)
+	}
+	if others["channels"] != 2.0 {
+		t.Fatalf("others %v, want the 2 private channels counted", others)
+	}
+}
