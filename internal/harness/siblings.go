@@ -195,7 +195,7 @@ func (rc *relayClient) lookupAuthor(ctx context.Context, author string) (sibling
 		case ev.PubKey != author:
 		case ev.Kind == protocol.KindAgentProfile:
 			v.agent = true
-		case ownerauth.IsSibling(ev, rc.cfg.Owner):
+		case ownerauth.IsSibling(ev, rc.cfg.Owner, rc.clock.Now().Unix()):
 			v.sibling, v.agent = true, true
 		case parseProfile(ev).IsAgent:
 			v.agent = true

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -74,5 +75,28 @@ func TestSiblingLookupRejectsAProfileAttestedByAnotherOwner(t *testing.T) {
 		if v, err := rc.lookupAuthor(context.Background(), bot); v.sibling != c.want || err != nil {
 			t.Errorf("%s: sibling=%v err=%v, want %v", name, v.sibling, err, c.want)
 		}
+	}
+}
+
+// The sibling gate judges an attestation's time bounds at the harness's now, so one that
+// expired an hour ago does not pass on a profile backdated to before its expiry (issue 28).
+func TestSiblingLookupRefusesAnAttestationExpiredBeforeNow(t *testing.T) {
+	ownerSK, botSK := nostr.GeneratePrivateKey(), nostr.GeneratePrivateKey()
+	owner, _ := nostr.GetPublicKey(ownerSK)
+	bot, _ := nostr.GetPublicKey(botSK)
+	now := time.Now()
+	tag, err := ownerauth.Issue(ownerSK, bot, fmt.Sprintf("created_at<%d", now.Add(-time.Hour).Unix()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := nostr.Event{Kind: 0, Content: "{}", CreatedAt: nostr.Timestamp(now.Add(-2 * time.Hour).Unix()), Tags: nostr.Tags{tag.NostrTag()}}
+	if err := ev.Sign(botSK); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal([]nostr.Event{ev})
+	srv, _ := memoryRelay(t, http.StatusOK, string(b))
+	rc := memoryClient(srv.URL, nostr.GeneratePrivateKey(), owner)
+	if v, err := rc.lookupAuthor(context.Background(), bot); v.sibling || err != nil {
+		t.Fatalf("sibling=%v err=%v, want an expired attestation refused", v.sibling, err)
 	}
 }
