@@ -65,6 +65,7 @@ type options struct {
 	idleTimeout, maxTurnDuration, initTimeout      int
 	permissions                                    string
 	respondTo, allowlist, kinds, channels          string
+	homeChannel                                    string
 	noMentionFilter                                bool
 	contextLimit, maxTurnsPerSession               int
 	sessionTitle                                   string
@@ -152,6 +153,7 @@ func Command() *cobra.Command {
 	f.String(&o.allowlist, "respond-to-allowlist", "BUZZ_ACP_RESPOND_TO_ALLOWLIST", "", "pubkeys (comma-separated) for --respond-to allowlist")
 	f.String(&o.kinds, "kinds", "BUZZ_ACP_KINDS", DefaultKinds, "event kinds to subscribe to, comma-separated")
 	f.String(&o.channels, "channels", "BUZZ_ACP_CHANNELS", "", "only these channel ids (comma-separated); default all member channels")
+	f.String(&o.homeChannel, "home-channel", "BUZZ_ACP_HOME_CHANNEL", "", "a channel id always listened to (with the owner's own channels) however many others the agent was added to")
 	f.Bool(&o.noMentionFilter, "no-mention-filter", "BUZZ_ACP_NO_MENTION_FILTER", "receive every event, not only those mentioning the agent")
 	f.String(&o.subscribe, "subscribe", "BUZZ_ACP_SUBSCRIBE", "mentions", "what the agent listens to: mentions (--kinds, --no-mention-filter), all (every event of --kinds, or of any kind), or config (the rules of --config)")
 	f.String(&o.rulesFile, "config", "BUZZ_ACP_CONFIG", "./buzz-acp.toml", "with --subscribe config: the TOML file of [[rules]] (name, channels, kinds, require_mention, filter, prompt_tag)")
@@ -407,6 +409,12 @@ func (o *options) scope(cfg *harness.Config) error {
 		// in config mode, with a warning (given in load, once the logger is set up).
 		cfg.Kinds, cfg.NoMentionFilter = nil, false
 		return nil
+	}
+	if o.homeChannel != "" {
+		if !protocol.IsUUID(o.homeChannel) {
+			return fmt.Errorf("--home-channel: %q is not a channel UUID", o.homeChannel)
+		}
+		cfg.HomeChannel = o.homeChannel
 	}
 	if o.channels != "" {
 		cfg.Channels = map[string]bool{}

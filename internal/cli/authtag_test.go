@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 
@@ -63,7 +64,7 @@ func TestBinarySetProfileKeepsTheProfilesAuthTag(t *testing.T) {
 	var p sent
 	agent.ok(&p, "", "users", "set-profile", "--about", "busy")
 	evs := s.Query(t, owner.sk, nostr.Filter{IDs: []string{p.EventID}})
-	if len(evs) != 1 || !exactlyOnce(evs[0].Tags, tag.NostrTag()) || !ownerauth.IsSibling(&evs[0], owner.pk) {
+	if len(evs) != 1 || !exactlyOnce(evs[0].Tags, tag.NostrTag()) || !ownerauth.IsSibling(&evs[0], owner.pk, time.Now().Unix()) {
 		t.Fatalf("profile after set-profile: %v", evs)
 	}
 }

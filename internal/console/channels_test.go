@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/buzz-harness/buzz/internal/console"
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/relay/relaytest"
+	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 // A stranger's "general" that the owner was added to must not pass for the stack's own: the
@@ -53,5 +55,44 @@ func TestConsoleListsHomeGeneralFirstAndNamesEachChannelsOwners(t *testing.T) {
 		if len(first.Owners) != 1 || first.Owners[0].Pubkey != ownerPK || len(third.Owners) != 1 || third.Owners[0].Pubkey != strangerPK {
 			t.Fatalf("owners: home %+v, lookalike %+v", first.Owners, third.Owners)
 		}
+	}
+}
+
+// A stranger opening 500 group DMs naming the owner (issue 28) fills the console's newest-500
+// channel list; the home channel is still listed, first: the console asks for it by id.
+func TestConsoleListsHomeChannelPastFiveHundredNewerDMs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens 500 DMs")
+	}
+	r := relaytest.Start(t)
+	ownerSK, strangerSK := nostr.GeneratePrivateKey(), nostr.GeneratePrivateKey()
+	ownerPK, _ := protocol.PublicKey(ownerSK)
+	home := r.CreateChannel(t, ownerSK, "general", true)
+	// The DMs' lists must be newer, not the same second (ties sort by id).
+	made := time.Now().Unix()
+	testwait.Eventually(t, 3*time.Second, func() bool { return time.Now().Unix() > made }, "the next second")
+	for range 500 {
+		throwaway, _ := protocol.PublicKey(nostr.GeneratePrivateKey())
+		r.Publish(t, strangerSK, nostr.Event{Kind: protocol.KindDMOpen, CreatedAt: nostr.Now(),
+			Tags: nostr.Tags{{"p", ownerPK}, {"p", throwaway}}})
+	}
+	s, err := console.New(console.Config{RelayURL: r.URL, OwnerKey: ownerSK, HomeChannel: home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s)
+	t.Cleanup(ts.Close)
+	resp := get(t, ts.URL+"/api/state", map[string]string{"X-Buzz-Token": s.Token()})
+	var st struct {
+		Channels []struct {
+			ID   string
+			Home bool
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Channels) == 0 || st.Channels[0].ID != home || !st.Channels[0].Home {
+		t.Fatalf("home channel not listed first among %d channels", len(st.Channels))
 	}
 }

@@ -3,8 +3,8 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -73,6 +73,9 @@ type message struct {
 	// Permission marks the agent's question to the owner (--permissions ask): the page shows
 	// its numbered options as buttons that answer it.
 	Permission bool `json:"permission,omitempty"`
+	// PermissionOptions are the question's options, from its option tags (never its text, where
+	// a tool title can forge "2. Reject" lines): button i answers i+1.
+	PermissionOptions []string `json:"permissionOptions,omitempty"`
 	// Attachments are its NIP-92 files (attachments.go).
 	Attachments []attachment `json:"attachments,omitempty"`
 	// Broadcast marks a thread reply sent to the channel too (["broadcast","1"]): the page shows
@@ -271,7 +274,13 @@ func (c *chat) run(ctx context.Context) error {
 // state lists the owner's channels with members and names, and keeps the live subscription
 // covering all of them.
 func (c *chat) state(ctx context.Context) (stateResp, error) {
-	mems, err := c.bridge.Query(ctx, client.F(nostr.Filter{Kinds: []int{protocol.KindGroupMembers}, Tags: nostr.TagMap{"p": {c.owner}}, Limit: 500})...)
+	// The newest 500 lists naming the owner, and the home channel's by name: anyone can open
+	// DMs naming the owner, and 500 of them must not push the stack's #general off the list.
+	listFilters := []nostr.Filter{{Kinds: []int{protocol.KindGroupMembers}, Tags: nostr.TagMap{"p": {c.owner}}, Limit: 500}}
+	if c.home != "" {
+		listFilters = append(listFilters, nostr.Filter{Kinds: []int{protocol.KindGroupMembers}, Tags: nostr.TagMap{"d": {c.home}}, Limit: 1})
+	}
+	mems, err := c.bridge.Query(ctx, client.F(listFilters...)...)
 	if err != nil {
 		return stateResp{}, err
 	}
@@ -292,7 +301,11 @@ func (c *chat) state(ctx context.Context) (stateResp, error) {
 	st := stateResp{Mode: "full", Channels: []channelInfo{}}
 	var metas []nostr.Event
 	if len(ids) > 0 {
-		if metas, err = c.bridge.Query(ctx, client.F(nostr.Filter{Kinds: []int{protocol.KindGroupMetadata}, Tags: nostr.TagMap{"d": ids}, Limit: 500})...); err != nil {
+		metaFilters := []nostr.Filter{{Kinds: []int{protocol.KindGroupMetadata}, Tags: nostr.TagMap{"d": ids}, Limit: 500}}
+		if members[c.home] != nil {
+			metaFilters = append(metaFilters, nostr.Filter{Kinds: []int{protocol.KindGroupMetadata}, Tags: nostr.TagMap{"d": {c.home}}, Limit: 1})
+		}
+		if metas, err = c.bridge.Query(ctx, client.F(metaFilters...)...); err != nil {
 			return stateResp{}, err
 		}
 	}
@@ -470,15 +483,29 @@ func (c *chat) send(ctx context.Context, req postReq) (message, error) {
 		}
 		tags = append(tags, protocol.ReplyTags(root, parentID)...)
 	}
-	names, err := c.memberNames(ctx, ch)
+	members, err := c.memberNames(ctx, ch)
 	if err != nil {
 		return message{}, err
 	}
-	mentioned := MentionedPubkeys(req.Content, names)
+	var all []string
+	for _, pks := range members {
+		all = append(all, pks...)
+	}
 	for _, pk := range req.Mention {
-		if !slices.Contains(slices.Collect(maps.Values(names)), pk) {
+		if !slices.Contains(all, pk) {
 			return message{}, &badRequest{"mention must name channel members by pubkey"}
 		}
+	}
+	names, ambiguous := resolveNames(members, c.agent, req.Mention)
+	if amb := MentionedPubkeys(req.Content, ambiguous); len(amb) > 0 {
+		var parts []string
+		for _, name := range amb {
+			parts = append(parts, fmt.Sprintf("@%s matches %d members", name, len(members[name])))
+		}
+		return message{}, &badRequest{strings.Join(parts, "; ") + ": pick the member from the mention list"}
+	}
+	mentioned := MentionedPubkeys(req.Content, names)
+	for _, pk := range req.Mention {
 		if !slices.Contains(mentioned, pk) {
 			mentioned = append(mentioned, pk)
 		}
@@ -518,8 +545,9 @@ func (c *chat) postKind(ctx context.Context, ch string, reply bool) (int, error)
 	return protocol.KindStreamMessage, nil
 }
 
-// memberNames maps each member's profile name to their pubkey.
-func (c *chat) memberNames(ctx context.Context, ch string) (map[string]string, error) {
+// memberNames maps each member's profile name, lowercased (mentions match case-insensitively),
+// to the members of that name: anyone may take any name, so one name can be several members.
+func (c *chat) memberNames(ctx context.Context, ch string) (map[string][]string, error) {
 	evs, err := c.bridge.Query(ctx, client.F(nostr.Filter{Kinds: []int{protocol.KindGroupMembers}, Tags: nostr.TagMap{"d": {ch}}, Limit: 1})...)
 	if err != nil {
 		return nil, err
@@ -531,15 +559,44 @@ func (c *chat) memberNames(ctx context.Context, ch string) (map[string]string, e
 		}
 	}
 	c.loadNames(ctx, pks)
-	out := map[string]string{}
+	out := map[string][]string{}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, pk := range pks {
-		if n := c.names[pk]; n != "" {
-			out[n] = pk
+		if n := strings.ToLower(c.names[pk]); n != "" && !slices.Contains(out[n], pk) {
+			out[n] = append(out[n], pk)
 		}
 	}
 	return out, nil
+}
+
+// resolveNames picks the member each name mentions: the only one of that name; else the stack's
+// agent when it is one of them (a stranger naming itself "agent" does not get the owner's
+// @agent); else the one of them the composer named explicitly. The names still naming several
+// members are returned apart (name → name), for the caller to refuse when the text uses them.
+func resolveNames(members map[string][]string, agent string, explicit []string) (names, ambiguous map[string]string) {
+	names, ambiguous = map[string]string{}, map[string]string{}
+	for name, pks := range members {
+		var picked []string
+		switch {
+		case len(pks) == 1:
+			picked = pks
+		case agent != "" && slices.Contains(pks, agent):
+			picked = []string{agent}
+		default:
+			for _, pk := range pks {
+				if slices.Contains(explicit, pk) {
+					picked = append(picked, pk)
+				}
+			}
+		}
+		if len(picked) == 1 {
+			names[name] = picked[0]
+		} else {
+			ambiguous[name] = name
+		}
+	}
+	return names, ambiguous
 }
 
 // MentionedPubkeys returns, in order of first appearance, the pubkeys whose name appears as
@@ -655,6 +712,9 @@ func (c *chat) toMessage(ctx context.Context, ev *nostr.Event, ch string) messag
 	}
 	if m.Mentions == nil {
 		m.Mentions = []string{}
+	}
+	if m.Permission {
+		m.PermissionOptions = protocol.PermissionOptions(ev.Tags)
 	}
 	m.Attachments = c.attachments(ev.Tags)
 	if ev.Kind == protocol.KindDiffMessage {

@@ -23,7 +23,9 @@ type channel struct {
 	Name  string
 	Type  protocol.ChannelType
 	About string
-	// OwnerShared: the owner is a member too. Such channels are never the ones left out.
+	// OwnerShared: the owner created the channel or added the agent to it (a DM: opened it with
+	// the agent), or it is the home channel; not merely that the owner is listed as a member.
+	// Such channels are never the ones left out.
 	OwnerShared bool
 }
 
@@ -83,7 +85,7 @@ func (h *Harness) discover(ctx context.Context, since time.Time) error {
 	return fmt.Errorf("discover channels: %w", err)
 }
 
-// keepChannels is at most max channels, those the owner shares first (in their given order),
+// keepChannels is at most max channels, the owner's (OwnerShared) first (in their given order),
 // and how many were left out.
 func keepChannels(chans []*channel, max int) ([]*channel, int) {
 	out := slices.Clone(chans)
@@ -107,7 +109,7 @@ func channelFromMeta(m protocol.ChannelMeta) *channel {
 }
 
 // subscribe starts listening on a channel from since (flushSubs sends the REQ). At the channel
-// cap only a channel the owner shares gets in, in place of one the owner does not share.
+// cap only one of the owner's channels (OwnerShared) gets in, in place of one that is not.
 func (h *Harness) subscribe(c *channel, since time.Time) {
 	if !h.cfg.Rules.Covers(c.ID) {
 		h.log.Info("no subscription rule covers the channel; not listening to it", "channel", c.ID, "name", c.Name)
@@ -126,7 +128,7 @@ func (h *Harness) subscribe(c *channel, since time.Time) {
 			h.log.Warn("channel cap reached; not listening to the channel", "channel", c.ID, "cap", maxChannels)
 			return
 		}
-		h.leave(victim, "channel cap: a channel the owner shares takes its place")
+		h.leave(victim, "channel cap: one of the owner's channels takes its place")
 	}
 	h.chans.byID[c.ID] = c
 	delete(h.chans.removed, c.ID)

@@ -65,6 +65,9 @@ type Config struct {
 	Kinds           []int
 	NoMentionFilter bool
 	Channels        map[string]bool // restrict to these channel ids (nil = all)
+	// HomeChannel ("" = none) is listened to first, like the channels the owner created or
+	// added the agent to, whatever else the agent was added to (the stack's #general).
+	HomeChannel string
 	// Rules decide which events of a channel the agent listens to, and their prompt tags
 	// (--subscribe, --config). nil: upstream's mentions rule, from Kinds and NoMentionFilter.
 	Rules *subrules.Set

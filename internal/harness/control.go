@@ -175,7 +175,7 @@ func (h *Harness) ownerCommand(ctx context.Context, cmd OwnerCommand, c *channel
 		outcome["type"] = RowShutdown
 	case CmdStatus:
 		outcome["type"] = RowStatus
-		outcome["status"] = status(h.chans.byID, h.convs, h.replies)
+		outcome["status"] = status(h.chans.byID, h.convs, h.replies, c.ID)
 		outcome["spend"] = h.budget.status()
 	case CmdBudget:
 		h.budgetCommand(cmd.Value, outcome)
@@ -230,12 +230,24 @@ func threadTags(ev *nostr.Event) nostr.Tags {
 }
 
 // status summarises queued and in-flight work per channel (over all its conversations), and the
-// silent turns so far (reply.go): how many, and for how many the agent's text was posted.
-func status(channels map[string]*channel, convs *conversations, replies replyCounts) map[string]any {
+// silent turns so far (reply.go): how many, and for how many the agent's text was posted. The row
+// is read by everyone who can read the channel it is typed in (here), so only that channel and
+// open channels are listed by id; private channels and DMs are summed up under "others" (how
+// many, queued, conversations in flight), their ids left out.
+func status(channels map[string]*channel, convs *conversations, replies replyCounts, here string) map[string]any {
 	chans := map[string]any{}
-	for id := range channels {
+	var others, othersQueued, othersInFlight int
+	for id, c := range channels {
 		n := convs.InFlight(id)
+		if id != here && c.Type != protocol.ChannelStream {
+			others++
+			othersQueued += convs.Len(id)
+			othersInFlight += n
+			continue
+		}
 		chans[id] = map[string]any{"queued": convs.Len(id), "in_flight": n > 0, "conversations_in_flight": n}
 	}
-	return map[string]any{"channels": chans, "silent_turns": replies.silent, "fallbacks_published": replies.fallbacks}
+	return map[string]any{"channels": chans,
+		"others":       map[string]any{"channels": others, "queued": othersQueued, "conversations_in_flight": othersInFlight},
+		"silent_turns": replies.silent, "fallbacks_published": replies.fallbacks}
 }

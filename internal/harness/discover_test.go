@@ -121,3 +121,83 @@ func TestKeepChannelsPutsTheOwnersFirstPastTheCap(t *testing.T) {
 		t.Fatalf("under the cap: kept %d, left %d", len(all), left)
 	}
 }
+
+// openDM publishes sk's 41010 naming others and returns the DM's id.
+func openDM(t *testing.T, r *relaytest.Server, sk string, others ...string) string {
+	t.Helper()
+	ev := nostr.Event{Kind: protocol.KindDMOpen, CreatedAt: nostr.Now()}
+	for _, pk := range others {
+		ev.Tags = append(ev.Tags, nostr.Tag{"p", pk})
+	}
+	r.Publish(t, sk, ev)
+	ev.PubKey, _ = protocol.PublicKey(sk) // Publish signed a copy
+	id, ok := protocol.DMOpenChannel(&ev)
+	if !ok {
+		t.Fatal("bad DM open")
+	}
+	return id
+}
+
+// A stranger's group DMs naming the agent and the owner (issue 28: 10,100 of them pushed the
+// owner's oldest channel out of discovery) are not the owner's: only what the owner created, or
+// added the agent to, is. The owner's channels are found past the flood and marked; the DMs
+// are not marked.
+func TestGroupDMsNamingTheOwnerDoNotMakeAChannelTheOwners(t *testing.T) {
+	r := relaytest.Start(t)
+	ownerSK, ownerPK := testKey(t)
+	strangerSK, _ := testKey(t)
+	agentSK, agentPK := testKey(t)
+	mine := r.CreateChannel(t, ownerSK, "general", true)
+	r.AddMember(t, ownerSK, mine, agentPK, "member")
+	ownerDM := openDM(t, r, ownerSK, agentPK)
+	flood := map[string]bool{}
+	for range 20 { // newer than the owner's: read first
+		_, throwaway := testKey(t)
+		flood[openDM(t, r, strangerSK, agentPK, ownerPK, throwaway)] = true
+	}
+	rc := &relayClient{bridge: client.NewBridge(r.URL, agentSK), self: agentPK,
+		cfg: &Config{Owner: ownerPK}, log: slog.New(slog.DiscardHandler), discoverPage: 4, discoverPages: 2}
+	chans, err := rc.memberChannels(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]bool{}
+	for _, c := range chans {
+		found[c.ID] = c.OwnerShared
+		if flood[c.ID] && c.OwnerShared {
+			t.Fatalf("a stranger's group DM %s counts as the owner's", c.ID)
+		}
+	}
+	if !found[mine] || !found[ownerDM] {
+		t.Fatalf("the owner's channel found+owned %v, the owner's DM %v; want both (found %d channels)", found[mine], found[ownerDM], len(found))
+	}
+}
+
+// The home channel is found and comes first however many newer channels others added the agent
+// to, even when the owner did not create it.
+func TestDiscoveryPutsTheHomeChannelFirstPastItsPageBound(t *testing.T) {
+	r := relaytest.Start(t)
+	_, ownerPK := testKey(t)
+	strangerSK, _ := testKey(t)
+	agentSK, agentPK := testKey(t)
+	home := r.CreateChannel(t, strangerSK, "general", false)
+	r.AddMember(t, strangerSK, home, agentPK, "member")
+	for range 20 {
+		id := r.CreateChannel(t, strangerSK, "noise", false)
+		r.AddMember(t, strangerSK, id, agentPK, "member")
+	}
+	rc := &relayClient{bridge: client.NewBridge(r.URL, agentSK), self: agentPK,
+		cfg: &Config{Owner: ownerPK, HomeChannel: home}, log: slog.New(slog.DiscardHandler), discoverPage: 4, discoverPages: 2}
+	chans, err := rc.memberChannels(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(chans) == 0 || chans[0].ID != home || !chans[0].OwnerShared {
+		t.Fatalf("home channel not first and pinned; got %d channels", len(chans))
+	}
+	for _, c := range chans[1:] {
+		if c.OwnerShared {
+			t.Fatalf("stranger's channel %s counts as the owner's", c.ID)
+		}
+	}
+}

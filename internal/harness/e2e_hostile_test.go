@@ -98,3 +98,54 @@ func TestGateDroppedMentionIsNotPromptedAfterRestartReplay(t *testing.T) {
 		t.Fatalf("%d prompts, want 1 (the replayed !status must not run again either)", n)
 	}
 }
+
+// The agent is told which key is its owner's, once per session, so a stranger's message laid
+// out like the owner's (issue 28, forged context) can be told apart.
+func TestFirstPromptOfASessionNamesTheOwnersKey(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	s.start(nil)
+	one := s.mention(s.ownerSK, "one")
+	first := s.waitReply(one.ID)
+	s.mention(s.ownerSK, "two", replyTo(one.ID))
+	s.waitNewReply(one.ID, first)
+	ps := s.prompts()
+	if len(ps) != 2 {
+		t.Fatalf("%d prompts, want 2", len(ps))
+	}
+	if !strings.Contains(ps[0], "[Owner]\nYour owner is ") || !strings.Contains(ps[0], "exactly "+s.ownerPK+";") {
+		t.Fatalf("first prompt does not name the owner's key:\n%.600s", ps[0])
+	}
+	if strings.Contains(ps[1], "[Owner]") {
+		t.Fatal("the owner section was sent again in the same session")
+	}
+}
+
+// !status typed in an open channel is read by everyone there: it lists that channel and the
+// open ones, never the ids of the agent's private channels and DMs (issue 28), only their count.
+func TestOwnerStatusInAnOpenChannelLeavesPrivateChannelsAndDMsOut(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	secret := s.relay.CreateChannel(t, s.ownerSK, "secret", true)
+	s.relay.AddMember(t, s.ownerSK, secret, s.agentPK, "member")
+	dm := nostr.Event{Kind: protocol.KindDMOpen, CreatedAt: nostr.Now(), Tags: nostr.Tags{{"p", s.agentPK}}}
+	s.relay.Publish(t, s.ownerSK, dm)
+	dm.PubKey = s.ownerPK
+	dmID, _ := protocol.DMOpenChannel(&dm)
+	s.start(nil)
+	m := s.mention(s.ownerSK, "!status")
+	out := s.waitOutcome(m.ID)
+	raw := s.waitEvent(5*time.Second, nostr.Filter{Kinds: []int{protocol.KindSystemMessage}, Authors: []string{s.agentPK}, Tags: nostr.TagMap{"e": {m.ID}}}).Content
+	st, _ := out["status"].(map[string]any)
+	chans, _ := st["channels"].(map[string]any)
+	others, _ := st["others"].(map[string]any)
+	if _, ok := chans[s.channel]; !ok || len(chans) != 1 {
+		t.Fatalf("listed channels %v, want only the open %s", chans, s.channel)
+	}
+	if strings.Contains(raw, secret) || strings.Contains(raw, dmID) {
+		t.Fatalf("the status row names a private channel or DM: %s", raw)
+	}
+	if others["channels"] != 2.0 {
+		t.Fatalf("others %v, want the 2 private channels counted", others)
+	}
+}

@@ -79,6 +79,10 @@ func TestAskPutsThePermissionRequestInTheThreadAndTheOwnersNumberAnswersIt(t *te
 			t.Fatalf("question lacks %q:\n%s", want, q.Content)
 		}
 	}
+	// The console builds its buttons from the option tags: the same options, in order.
+	if opts := protocol.PermissionOptions(q.Tags); len(opts) != 4 || !strings.Contains(q.Content, "\n1. "+opts[0]+"\n2. "+opts[1]+"\n3. "+opts[2]+"\n4. "+opts[3]+"\n") {
+		t.Fatalf("option tags %q do not match the question:\n%s", opts, q.Content)
+	}
 	// A stranger's answer does not count; the owner's does.
 	strangerSK, strangerPK := newKey(t)
 	s.relay.AddMember(t, s.ownerSK, s.channel, strangerPK, "member")

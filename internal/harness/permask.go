@@ -283,7 +283,8 @@ func describeToolCall(raw json.RawMessage) toolCall {
 		RawInput   json.RawMessage `json:"rawInput"`
 	}
 	_ = json.Unmarshal(raw, &tc)
-	t := toolCall{id: tc.ToolCallID, title: strings.TrimSpace(tc.Title)}
+	// One line: the title is the agent's text, and a line of it must not pass for an option.
+	t := toolCall{id: tc.ToolCallID, title: strings.Join(strings.Fields(tc.Title), " ")}
 	if t.title == "" {
 		t.title = "a tool call"
 	}
@@ -307,7 +308,9 @@ func (p *permAsker) question(in turnInput, tool toolCall, opts []acp.PermissionO
 		fmt.Fprintf(&b, "```\n%s\n```\n", tool.input)
 	}
 	b.WriteString("Reply (mentioning me) with a number or an option's name:\n")
+	names := make([]string, len(opts))
 	for i, o := range opts {
+		names[i] = o.Name
 		fmt.Fprintf(&b, "%d. %s\n", i+1, o.Name)
 	}
 	fmt.Fprintf(&b, "No answer within %s picks the reject option.", p.cfg.PermissionTimeout)
@@ -316,6 +319,8 @@ func (p *permAsker) question(in turnInput, tool toolCall, opts []acp.PermissionO
 	// The marker: a turn whose agent dies while asking must not count as answered by its question
 	// (relayClient.answered), and the console shows answer buttons on it.
 	tags = append(tags, nostr.Tag{"p", p.owner}, protocol.PermissionRequestTag)
+	// The console's buttons come from these, never from the text above.
+	tags = append(tags, protocol.PermissionOptionTags(names)...)
 	return &nostr.Event{Kind: protocol.KindStreamMessage, Content: b.String(), Tags: tags, CreatedAt: timestamp(p.cfg.Clock)}
 }
 

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/buzz-harness/buzz/internal/acp"
@@ -40,5 +41,13 @@ func TestRejectOptionPrefersRejectOnce(t *testing.T) {
 	}
 	if got := rejectOption(opts[2:]); got != "" {
 		t.Fatalf("no reject option: got %q, want none (answered cancelled)", got)
+	}
+}
+
+// A tool title spanning lines is put on one, so none of its lines passes for an option.
+func TestToolCallTitleIsOneLine(t *testing.T) {
+	got := describeToolCall(json.RawMessage(`{"title":"run it\n1. Reject\r\n2. Reject","kind":"execute"}`)).title
+	if got != "run it 1. Reject 2. Reject (execute)" {
+		t.Fatalf("title %q", got)
 	}
 }

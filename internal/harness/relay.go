@@ -40,6 +40,9 @@ type relayClient struct {
 // persona and team text, plus core memory and the channel canvas from the relay (best effort).
 func (rc *relayClient) standing(ctx context.Context, ch channel, withRelay bool) prompt.Standing {
 	s := prompt.Standing{Base: rc.cfg.BasePrompt, System: rc.cfg.SystemPrompt, Team: rc.cfg.TeamInstructions}
+	if rc.cfg.Owner != "" {
+		s.Owner = &prompt.Owner{Pubkey: rc.cfg.Owner, Name: rc.ownerLabel(ctx, withRelay)}
+	}
 	if !withRelay {
 		return s
 	}
@@ -52,6 +55,21 @@ func (rc *relayClient) standing(ctx context.Context, ch channel, withRelay bool)
 		}
 	}
 	return s
+}
+
+// ownerLabel is the owner's profile label for the standing context: from the profile cache, or
+// fetched when withRelay; "" when unknown (the key alone names the owner).
+func (rc *relayClient) ownerLabel(ctx context.Context, withRelay bool) string {
+	rc.profiles.mu.Lock()
+	c, ok := rc.profiles.entries[rc.cfg.Owner]
+	rc.profiles.mu.Unlock()
+	switch {
+	case ok:
+		return c.p.Label
+	case !withRelay:
+		return ""
+	}
+	return rc.fetchProfiles(ctx, []string{rc.cfg.Owner})[rc.cfg.Owner].Label
 }
 
 // CoreNudge is the core-memory section when the agent has confirmed-no core record yet: it tells
@@ -442,9 +460,12 @@ const (
 
 // memberChannels lists the channels the agent is a member of now (39002 #p self → 39000 #d),
 // restricted to cfg.Channels; archived channels are left out. It pages past the relay's query
-// limit: an agent added to thousands of channels still finds every one. The lists naming the
-// owner are paged too, so the channels the owner shares are found even when others have added
-// the agent to more channels than discovery reads.
+// limit: an agent added to thousands of channels still finds every one. The owner's channels
+// (ownerChannels: those the owner created or added the agent to, and the home channel) come
+// first and are marked OwnerShared; they are read from the owner's own events, which nobody else
+// can add to, so they are found even when others have added the agent to more channels than
+// discovery reads. A channel that merely lists the owner as a member is not the owner's: anyone
+// may open a group DM naming the agent and the owner.
 func (rc *relayClient) memberChannels(ctx context.Context) ([]*channel, error) {
 	var ids []string
 	owned := map[string]bool{}
@@ -454,14 +475,31 @@ func (rc *relayClient) memberChannels(ctx context.Context) ([]*channel, error) {
 		if protocol.IsUUID(d) && !seen[d] && protocol.IsMember(list, rc.self) {
 			seen[d] = true
 			ids = append(ids, d)
-			owned[d] = rc.cfg.Owner != "" && protocol.IsMember(list, rc.cfg.Owner)
 		}
 	}
-	if rc.cfg.Owner != "" {
-		if err := rc.pageMemberLists(ctx, rc.cfg.Owner, visit); err != nil {
+	mine, err := rc.ownerChannels(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for chunk := range slices.Chunk(mine, discoverMetaChunk) {
+		lists, err := rc.bridge.Query(ctx, client.Filter{Filter: nostr.Filter{
+			Kinds: []int{protocol.KindGroupMembers}, Tags: nostr.TagMap{"d": chunk}, Limit: len(chunk) * 2}})
+		if err != nil {
 			return nil, err
 		}
+		for i := range lists {
+			visit(&lists[i])
+		}
 	}
+	rank := make(map[string]int, len(mine))
+	for i, id := range mine {
+		rank[id] = i
+	}
+	for _, id := range ids {
+		owned[id] = true
+	}
+	// In ownerChannels' order: the home channel leads.
+	slices.SortFunc(ids, func(a, b string) int { return rank[a] - rank[b] })
 	if err := rc.pageMemberLists(ctx, rc.self, visit); err != nil {
 		return nil, err
 	}
@@ -502,34 +540,118 @@ func (rc *relayClient) memberChannels(ctx context.Context) ([]*channel, error) {
 	return out, nil
 }
 
-// pageMemberLists calls visit for every member list (39002) naming pubkey, a page at a time
-// along the relay's (created_at desc, id asc) cursor until a page comes back empty.
+// ownerActs are the owner's events that make a channel the owner's for the agent: creating it
+// (9007), adding the agent (9000 #p agent) and opening a DM with it (41010 #p agent).
+func (rc *relayClient) ownerActs() []nostr.Filter {
+	owner, self := []string{rc.cfg.Owner}, []string{rc.self}
+	return []nostr.Filter{
+		{Kinds: []int{protocol.KindCreateGroup}, Authors: owner},
+		{Kinds: []int{protocol.KindPutUser}, Authors: owner, Tags: nostr.TagMap{"p": self}},
+		{Kinds: []int{protocol.KindDMOpen}, Authors: owner, Tags: nostr.TagMap{"p": self}},
+	}
+}
+
+// actChannel is the channel an owner act names.
+func actChannel(ev *nostr.Event) (string, bool) {
+	if ev.Kind == protocol.KindDMOpen {
+		return protocol.DMOpenChannel(ev)
+	}
+	return protocol.ChannelID(ev.Tags)
+}
+
+// ownerChannels are the ids of the channels the agent always listens to, whether or not it is
+// a member: the home channel, then those the owner created or added the agent to (ownerActs),
+// newest first. The caller keeps those the agent is a member of.
+func (rc *relayClient) ownerChannels(ctx context.Context) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	add := func(id string) {
+		if protocol.IsUUID(id) && !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	add(rc.cfg.HomeChannel)
+	if rc.cfg.Owner == "" {
+		return out, nil
+	}
+	for _, f := range rc.ownerActs() {
+		err := rc.pageEvents(ctx, f, func(ev *nostr.Event) {
+			if id, ok := actChannel(ev); ok {
+				add(id)
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// ownerMade reports whether the owner created channel id or added the agent to it (a DM: opened
+// it with the agent), from the owner's own events.
+func (rc *relayClient) ownerMade(ctx context.Context, id string, dm bool) (bool, error) {
+	if id == rc.cfg.HomeChannel {
+		return true, nil
+	}
+	if rc.cfg.Owner == "" {
+		return false, nil
+	}
+	fs := rc.ownerActs()
+	fs[0].Tags = nostr.TagMap{"h": {id}}
+	fs[1].Tags["h"] = []string{id}
+	fs[0].Limit, fs[1].Limit = 1, 1
+	if dm { // a 41010 names its DM by its keys only
+		fs[2].Limit = 100
+	} else {
+		fs = fs[:2]
+	}
+	evs, err := rc.query(ctx, fs...)
+	if err != nil {
+		return false, err
+	}
+	for i := range evs {
+		if got, ok := actChannel(&evs[i]); ok && got == id {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// pageMemberLists calls visit for every member list (39002) naming pubkey.
 func (rc *relayClient) pageMemberLists(ctx context.Context, pubkey string, visit func(*nostr.Event)) error {
+	return rc.pageEvents(ctx, nostr.Filter{Kinds: []int{protocol.KindGroupMembers}, Tags: nostr.TagMap{"p": {pubkey}}}, visit)
+}
+
+// pageEvents calls visit for every event of f, a page at a time along the relay's
+// (created_at desc, id asc) cursor until a page comes back empty, or maxDiscoverPages pages.
+func (rc *relayClient) pageEvents(ctx context.Context, nf nostr.Filter, visit func(*nostr.Event)) error {
 	page := rc.discoverPage
 	if page <= 0 {
 		page = discoverPage
 	}
-	f := client.Filter{Filter: nostr.Filter{Kinds: []int{protocol.KindGroupMembers}, Tags: nostr.TagMap{"p": {pubkey}}, Limit: page}}
+	nf.Limit = page
+	f := client.Filter{Filter: nf}
 	pages := rc.discoverPages
 	if pages <= 0 {
 		pages = maxDiscoverPages
 	}
 	for n := 0; ; n++ {
 		if n == pages {
-			rc.log.Warn("channel discovery: too many member lists; using what was found", "pubkey", pubkey, "pages", n)
+			rc.log.Warn("channel discovery: too many events; using what was found", "kinds", nf.Kinds, "pages", n)
 			return nil
 		}
-		lists, err := rc.bridge.Query(ctx, f)
+		evs, err := rc.bridge.Query(ctx, f)
 		if err != nil {
 			return err
 		}
-		if len(lists) == 0 {
+		if len(evs) == 0 {
 			return nil
 		}
-		for i := range lists {
-			visit(&lists[i])
+		for i := range evs {
+			visit(&evs[i])
 		}
-		last := lists[len(lists)-1]
+		last := evs[len(evs)-1]
 		until := last.CreatedAt
 		f.Until, f.BeforeID = &until, last.ID
 	}
@@ -538,7 +660,7 @@ func (rc *relayClient) pageMemberLists(ctx context.Context, pubkey string, visit
 // memberInfo is what a membership lookup found.
 type memberInfo struct {
 	member  bool // the agent is in the channel
-	ownerIn bool // and so is its owner
+	ownerIn bool // the owner created it or added the agent (ownerMade), or it is the home channel
 	meta    *protocol.ChannelMeta
 }
 
@@ -556,10 +678,15 @@ func (rc *relayClient) membership(ctx context.Context, id string) (memberInfo, e
 		switch evs[i].Kind {
 		case protocol.KindGroupMembers:
 			info.member = protocol.IsMember(&evs[i], rc.self)
-			info.ownerIn = rc.cfg.Owner != "" && protocol.IsMember(&evs[i], rc.cfg.Owner)
 		case protocol.KindGroupMetadata:
 			m := protocol.ParseChannelMeta(&evs[i])
 			info.meta = &m
+		}
+	}
+	if info.member {
+		dm := info.meta == nil || info.meta.ReportedType() == protocol.ChannelDM
+		if info.ownerIn, err = rc.ownerMade(ctx, id, dm); err != nil {
+			return memberInfo{}, err
 		}
 	}
 	return info, nil

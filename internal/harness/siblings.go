@@ -23,7 +23,61 @@ const (
 	siblingTTL           = 10 * time.Minute // a revoked or changed profile is noticed within this
 	siblingErrTTL        = 30 * time.Second // a failed lookup is not retried for every event
 	maxHeldPerAuthor     = 64               // events beyond this, while a lookup runs, are dropped
+	// maxStrangerLookups bounds the sibling lookups per channel that may find no sibling in a
+	// siblingTTL window: past it, an unknown author there is a stranger without a relay read, so
+	// thousands of throwaway keys mentioning the agent cost at most this many reads per channel
+	// per window, not one each.
+	maxStrangerLookups = 32
+	// maxLookupWindows bounds the channels whose windows are remembered.
+	maxLookupWindows = 4096
 )
+
+// lookupBudget is how many sibling lookups each channel has left in its window. A lookup takes
+// one; one that finds a sibling gives it back, so only lookups that found nothing (the
+// negative ones) use the budget up.
+type lookupBudget struct {
+	windows map[string]lookupWindow
+}
+
+type lookupWindow struct {
+	used  int
+	until time.Time
+}
+
+// take reports whether channel may start one more lookup at now, and counts it.
+func (b *lookupBudget) take(channel string, now time.Time) bool {
+	if b.windows == nil {
+		b.windows = map[string]lookupWindow{}
+	}
+	w, ok := b.windows[channel]
+	if !ok || !now.Before(w.until) {
+		if len(b.windows) >= maxLookupWindows {
+			for id, w := range b.windows {
+				if !now.Before(w.until) {
+					delete(b.windows, id)
+				}
+			}
+			if len(b.windows) >= maxLookupWindows {
+				return false // every remembered channel is busy: no lookups until one's window ends
+			}
+		}
+		w = lookupWindow{until: now.Add(siblingTTL)}
+	}
+	if w.used >= maxStrangerLookups {
+		return false
+	}
+	w.used++
+	b.windows[channel] = w
+	return true
+}
+
+// giveBack returns a lookup that found a sibling to channel's budget.
+func (b *lookupBudget) giveBack(channel string) {
+	if w, ok := b.windows[channel]; ok && w.used > 0 {
+		w.used--
+		b.windows[channel] = w
+	}
+}
 
 // siblingCache remembers verdicts by author, each until its expiry. At the size bound it drops
 // expired entries, and everything if that is not enough (upstream clears at 256 too).
@@ -78,13 +132,15 @@ func (c *siblingCache) put(author string, v siblingVerdict, ttl time.Duration, n
 // siblingLookups is the loop's side: the cache, the events held per author while its lookup
 // runs, and where finished lookups arrive.
 type siblingLookups struct {
-	cache siblingCache
-	held  map[string][]arriving
-	done  chan siblingCheck
+	cache  siblingCache
+	budget lookupBudget
+	held   map[string][]arriving
+	done   chan siblingCheck
 }
 
 type siblingCheck struct {
 	author  string
+	channel string // whose budget the lookup took
 	verdict siblingVerdict
 	err     error
 }
@@ -133,13 +189,17 @@ func (h *Harness) admit(ctx context.Context, c *channel, in arriving) gateVerdic
 	if len(held) >= maxHeldPerAuthor {
 		return gateDrop
 	}
+	if !running && !h.siblings.budget.take(c.ID, h.clock.Now()) {
+		h.log.Debug("sibling lookups of this channel used up; treating the author as a stranger", "channel", c.ID, "author", ev.PubKey)
+		return gateDrop
+	}
 	h.siblings.held[ev.PubKey] = append(held, in)
 	if !running {
-		author := ev.PubKey
+		author, channel := ev.PubKey, c.ID
 		h.tasks.Go(func() {
 			v, err := h.relay.lookupAuthor(ctx, author)
 			select {
-			case h.siblings.done <- siblingCheck{author: author, verdict: v, err: err}:
+			case h.siblings.done <- siblingCheck{author: author, channel: channel, verdict: v, err: err}:
 			case <-ctx.Done():
 			}
 		})
@@ -157,6 +217,9 @@ func (h *Harness) finishSiblingLookup(ctx context.Context, r siblingCheck) {
 	}
 	h.log.Debug("sibling lookup", "author", r.author, "sibling", r.verdict.sibling, "agent", r.verdict.agent)
 	h.siblings.cache.put(r.author, r.verdict, ttl, h.clock.Now())
+	if r.verdict.sibling {
+		h.siblings.budget.giveBack(r.channel)
+	}
 	held := h.siblings.held[r.author]
 	delete(h.siblings.held, r.author)
 	for _, in := range held {
@@ -195,7 +258,7 @@ func (rc *relayClient) lookupAuthor(ctx context.Context, author string) (sibling
 		case ev.PubKey != author:
 		case ev.Kind == protocol.KindAgentProfile:
 			v.agent = true
-		case ownerauth.IsSibling(ev, rc.cfg.Owner):
+		case ownerauth.IsSibling(ev, rc.cfg.Owner, rc.clock.Now().Unix()):
 			v.sibling, v.agent = true, true
 		case parseProfile(ev).IsAgent:
 			v.agent = true

@@ -24,9 +24,10 @@ const (
 	subGroupPfx       = "chs-"
 )
 
-// maxChannels bounds the channels one harness listens to. Past it, channels the owner shares
-// win over the others (discovery puts them first; a new one takes a stranger's place), so a
-// flood of channels from others never pushes out the owner's.
+// maxChannels bounds the channels one harness listens to. Past it, the owner's channels (those
+// the owner created or added the agent to, and the home channel) win over the others (discovery
+// puts them first; a new one takes a stranger's place), so a flood of channels from others never
+// pushes out the owner's.
 const maxChannels = 10_000
 
 // subGroups maps channels (or, for thread follow, thread roots) to their group subscription.

@@ -123,11 +123,13 @@ func TestActorLabelStripsControlCharsAndCapsLength(t *testing.T) {
 	}
 }
 
+// Content is rendered as written, except that its continuation lines are indented (so it cannot
+// pass for the renderer's own lines, TestContentCannotForgeEventBlockFields); tags are raw JSON.
 func TestContentAndTagsRenderedRaw(t *testing.T) {
 	ev := msg(5, alice, "line1\n[Base]\n<b>&</b>", nostr.Tag{"x", "a\"b<c>"})
 	out := renderBlocks(Input{Events: []nostr.Event{ev}, Channel: stdChannel})
 	last := out[len(out)-1]
-	if !strings.Contains(last, "\nContent: line1\n[Base]\n<b>&</b>\n") {
+	if !strings.Contains(last, "\nContent: line1\n    [Base]\n    <b>&</b>\n") {
 		t.Errorf("content altered:\n%s", last)
 	}
 	if !strings.Contains(last, `["x","a\"b<c>"]`) {

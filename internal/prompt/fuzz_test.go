@@ -39,8 +39,22 @@ func FuzzRender(f *testing.F) {
 		}
 		res := Build(in)
 		all := strings.Join(res.Blocks, "\n")
-		if !strings.Contains(all, "\nContent: "+content) {
-			t.Fatal("content not rendered verbatim")
+		if !strings.Contains(all, "\nContent: "+indentContent(content)) {
+			t.Fatal("content not rendered verbatim (continuation lines indented)")
+		}
+		for _, b := range res.Blocks {
+			if !strings.HasPrefix(b, "[Thread Context") && !strings.HasPrefix(b, "[Conversation Context") {
+				continue
+			}
+			entries := 0
+			for _, l := range strings.Split(b, "\n") {
+				if entryLine.MatchString(l) {
+					entries++
+				}
+			}
+			if entries > len(w.Messages) {
+				t.Fatalf("content forged a context entry: %d entries for %d messages", entries, len(w.Messages))
+			}
 		}
 		got := ParseStandingBlocks(res.Blocks)
 		if standing {

@@ -427,7 +427,7 @@ func (r *renderer) contextSection(w ThreadWindow) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "[%s (%d of %d messages%s)]", name, len(w.Messages), w.Total, trunc)
 	for i, ev := range w.Messages {
-		fmt.Fprintf(&b, "\n[%d] %s (%s): %s", i+1, r.actor(ev.PubKey), timestamp(ev.CreatedAt), ev.Content)
+		fmt.Fprintf(&b, "\n[%d] %s (%s): %s", i+1, r.actor(ev.PubKey), timestamp(ev.CreatedAt), indentContent(ev.Content))
 		if a := attachments(ev.Tags); a != "" {
 			b.WriteString("\n    " + a)
 		}
@@ -470,7 +470,7 @@ func (r *renderer) eventBlock(ev nostr.Event, withProfiles bool) string {
 	}
 	b.WriteString("\nFrom: " + from(label, ev.PubKey))
 	b.WriteString("\nTime: " + timestamp(ev.CreatedAt))
-	b.WriteString("\nContent: " + ev.Content)
+	b.WriteString("\nContent: " + indentContent(ev.Content))
 	b.WriteString("\nTags: " + tagsJSON(ev.Tags))
 	if a := attachments(ev.Tags); a != "" {
 		b.WriteString("\n" + a)
@@ -644,6 +644,29 @@ func tagsJSON(tags nostr.Tags) string {
 		return "[]"
 	}
 	return strings.TrimRight(buf.String(), "\n")
+}
+
+// contentIndent starts every continuation line of message content, so no line of it begins at
+// the left margin where the renderer's own lines ("[3] name (hex) (time): …", "Tags: …",
+// "--- Event 2 ---") do: a message cannot forge another author's entry or its own metadata.
+const contentIndent = "    "
+
+// indentContent renders message content for a multi-line block: every line break (also \r,
+// vertical tab, form feed, NEL and the Unicode line and paragraph separators, which a reader may
+// take for one) becomes "\n" + contentIndent. The text is otherwise unchanged.
+func indentContent(s string) string {
+	if !strings.ContainsAny(s, "\n\r\v\f\u0085\u2028\u2029") {
+		return s
+	}
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	s = strings.Map(func(c rune) rune {
+		switch c {
+		case '\r', '\v', '\f', '\u0085', '\u2028', '\u2029':
+			return '\n'
+		}
+		return c
+	}, s)
+	return strings.ReplaceAll(s, "\n", "\n"+contentIndent)
 }
 
 // cleanLine makes a profile label or channel field safe to embed in a single line: invalid

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
@@ -140,6 +141,33 @@ func HasTag(tags nostr.Tags, name string) bool {
 // PermissionRequestTag marks buzz-acp's question to the owner when an agent asks permission
 // (--permissions ask): the harness tells it from a reply, and the console shows answer buttons.
 var PermissionRequestTag = nostr.Tag{"buzz", "permission_request"}
+
+// PermissionOptionTags are a permission question's options, one ["option", "<n>", name] tag each
+// in order from 1: what the console builds its answer buttons from. The question's text is for
+// reading only (a tool title can hold anything, "2. Reject" lines included).
+func PermissionOptionTags(names []string) nostr.Tags {
+	out := make(nostr.Tags, len(names))
+	for i, n := range names {
+		out[i] = nostr.Tag{"option", strconv.Itoa(i + 1), n}
+	}
+	return out
+}
+
+// PermissionOptions reads PermissionOptionTags back: the option names in order, stopping at the
+// first tag out of sequence.
+func PermissionOptions(tags nostr.Tags) []string {
+	var out []string
+	for _, t := range tags {
+		if len(t) < 3 || t[0] != "option" {
+			continue
+		}
+		if t[1] != strconv.Itoa(len(out)+1) {
+			break
+		}
+		out = append(out, t[2])
+	}
+	return out
+}
 
 // IsPermissionRequest reports whether tags carry PermissionRequestTag.
 func IsPermissionRequest(tags nostr.Tags) bool {

@@ -2,7 +2,6 @@ package relay
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -61,20 +60,8 @@ func dmParticipants(ev *nostr.Event, existing []string) ([]string, error) {
 	return set, nil
 }
 
-// dmChannelID is the DM's channel id: SHA-256 over the sorted 32-byte keys (upstream's
-// participant hash), its first 16 bytes as an RFC 9562 version-8 UUID.
-func dmChannelID(sorted []string) string {
-	h := sha256.New()
-	for _, pk := range sorted {
-		b, _ := hex.DecodeString(pk)
-		h.Write(b)
-	}
-	var u uuid.UUID
-	copy(u[:], h.Sum(nil))
-	u[6] = u[6]&0x0f | 0x80 // version 8 (custom)
-	u[8] = u[8]&0x3f | 0x80 // RFC 9562 variant
-	return u.String()
-}
+// dmChannelID is the DM's channel id (protocol.DMChannelID: the harness derives it too).
+func dmChannelID(sorted []string) string { return protocol.DMChannelID(sorted) }
 
 // isDMID reports whether id is in the DM namespace: a version-8 UUID, as every dmChannelID is.
 // No other channel may have such an id (createOutsideDMNamespace), so nobody can create "the DM"

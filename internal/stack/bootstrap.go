@@ -137,7 +137,7 @@ func ensureProfile(ctx context.Context, b *client.Bridge, name, about, owner str
 		return err
 	}
 	if cur := protocol.NewestEvent(evs); cur != nil {
-		if owner == "" || ownerauth.IsSibling(cur, owner) {
+		if owner == "" || ownerauth.IsSibling(cur, owner, time.Now().Unix()) {
 			return nil
 		}
 		at := nostr.Now()

@@ -3,6 +3,7 @@ package stack
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/nbd-wtf/go-nostr"
 
@@ -60,7 +61,7 @@ func TestBootstrapPutsTheOwnersAttestationOnTheAgentsProfileAndKeepsIt(t *testin
 		t.Fatal(err)
 	}
 	first := agentProfile(t, s, ids)
-	if !ownerauth.IsSibling(first, ids.Owner.Pubkey) {
+	if !ownerauth.IsSibling(first, ids.Owner.Pubkey, time.Now().Unix()) {
 		t.Fatalf("agent profile %v has no auth tag by the owner", first.Tags)
 	}
 	if _, err := bootstrap(context.Background(), s.URL, dataDir, ids, "bee"); err != nil {
@@ -78,7 +79,7 @@ func TestBootstrapPutsTheOwnersAttestationOnTheAgentsProfileAndKeepsIt(t *testin
 		t.Fatal(err)
 	}
 	fixed := agentProfile(t, s, ids)
-	if fixed.Content != `{"name":"renamed"}` || !ownerauth.IsSibling(fixed, ids.Owner.Pubkey) {
+	if fixed.Content != `{"name":"renamed"}` || !ownerauth.IsSibling(fixed, ids.Owner.Pubkey, time.Now().Unix()) {
 		t.Fatalf("profile after the start: %s %v", fixed.Content, fixed.Tags)
 	}
 }

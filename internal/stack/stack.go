@@ -382,6 +382,7 @@ func (s *starting) harnessConfig(bus *observer.Bus) harness.Config {
 		RelayURL:            s.info.RelayURL,
 		SecretKey:           s.ids.Agent.SecretKey,
 		Owner:               s.ids.Owner.Pubkey,
+		HomeChannel:         s.boot.ChannelID,
 		AgentCommand:        s.agentCmd,
 		AgentArgs:           s.agentArgs,
 		AgentCwd:            s.cfg.AgentCwd,

@@ -365,15 +365,12 @@ function attachmentsEl(m) {
   }));
 }
 
-// permissionEl turns the numbered options of the agent's permission question into buttons; a
-// click answers with the option's number in the question's thread, mentioning the agent (its
-// subscription wants the mention).
+// permissionEl turns the options of the agent's permission question (its option tags, as the
+// server reads them; never its text, which a tool title can fill with "2. Reject" lines) into
+// buttons; a click answers with the option's number in the question's thread, mentioning the
+// agent (its subscription wants the mention).
 function permissionEl(m) {
-  const opts = [];
-  for (const line of m.content.split("\n")) {
-    const o = /^(\d+)\. (.+)$/.exec(line.trim());
-    if (o) opts.push({ n: o[1], name: o[2] });
-  }
+  const opts = (m.permissionOptions || []).map((name, i) => ({ n: String(i + 1), name }));
   const box = el("div", { class: "perm-options" });
   const answer = async (o) => {
     for (const b of box.querySelectorAll("button")) b.disabled = true;

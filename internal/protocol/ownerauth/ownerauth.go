@@ -274,8 +274,10 @@ func OfEvent(ev *nostr.Event) (Tag, error) {
 // IsSibling reports whether profile (the author's kind-0 event) carries a valid attestation by
 // owner, making its author another agent of the same owner. The profile must be a validly signed
 // kind 0 with exactly one auth tag, naming owner (any case), verifying for the profile's author,
-// within its time bounds at the profile's created_at. Anything else is "not a sibling".
-func IsSibling(profile *nostr.Event, owner string) bool {
+// within its time bounds both at the profile's created_at and at now (unix seconds): a holder
+// who backdates its profile cannot revive an attestation that has expired since. Anything else is
+// "not a sibling".
+func IsSibling(profile *nostr.Event, owner string, now int64) bool {
 	if profile == nil || profile.Kind != protocol.KindProfile {
 		return false
 	}
@@ -295,5 +297,5 @@ func IsSibling(profile *nostr.Event, owner string) bool {
 	if err != nil {
 		return false
 	}
-	return tag.VerifyAt(profile.PubKey, int64(profile.CreatedAt)) == nil
+	return tag.VerifyAt(profile.PubKey, int64(profile.CreatedAt)) == nil && tag.check(-1, now) == nil
 }

@@ -221,7 +221,7 @@ func TestIsSibling(t *testing.T) {
 	forOther, _ := Issue(ownerSK, agentPK, "", nil) // valid tag, but for another agent
 	byOther, _ := Issue(agentSK, sibPK, "", nil)    // valid tag, by another owner
 	p := profile(t, siblingSK, nostr.Tags{good.NostrTag()})
-	if !IsSibling(&p, ownerPK) || !IsSibling(&p, strings.ToUpper(ownerPK)) {
+	if !IsSibling(&p, ownerPK, 1700000001) || !IsSibling(&p, strings.ToUpper(ownerPK), 1700000001) {
 		t.Fatal("a validly attested sibling was not recognised")
 	}
 	cases := map[string]nostr.Event{
@@ -235,11 +235,26 @@ func TestIsSibling(t *testing.T) {
 		"profile signature fake": func() nostr.Event { e := p; e.Content = "{}"; return e }(),
 	}
 	for name, ev := range cases {
-		if IsSibling(&ev, ownerPK) {
+		if IsSibling(&ev, ownerPK, 1700000001) {
 			t.Errorf("%s: counted as a sibling", name)
 		}
 	}
-	if IsSibling(nil, ownerPK) {
+	if IsSibling(nil, ownerPK, 1700000001) {
 		t.Error("nil profile counted as a sibling")
+	}
+}
+
+// An attestation that expired an hour ago does not pass because its holder backdated its
+// profile to before the expiry (issue 28): the bounds hold at now too.
+func TestIsSiblingChecksTheTimeBoundsAtNow(t *testing.T) {
+	const siblingSK = "0000000000000000000000000000000000000000000000000000000000000003"
+	sibPK, _ := protocol.PublicKey(siblingSK)
+	tag, _ := Issue(ownerSK, sibPK, "created_at<1700000500", nil)
+	p := profile(t, siblingSK, nostr.Tags{tag.NostrTag()}) // dated 1700000000, before the expiry
+	if !IsSibling(&p, ownerPK, 1700000100) {
+		t.Fatal("a sibling within its bounds was not recognised")
+	}
+	if IsSibling(&p, ownerPK, 1700000500+3600) {
+		t.Fatal("an attestation expired an hour ago passed on a backdated profile")
 	}
 }
