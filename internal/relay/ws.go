@@ -533,11 +533,6 @@ func (c *conn) handleCount(f frame) {
 	c.send([]any{"COUNT", f.SubID, map[string]int64{"count": n}})
 }
 
-func eventFrame(subJSON []byte, ev *nostr.Event) []byte {
-	evJSON, _ := json.Marshal(ev)
-	return eventFrameRaw(subJSON, evJSON)
-}
-
 func eventFrameRaw(subJSON, evJSON []byte) []byte {
 	var b bytes.Buffer
 	b.Grow(len(subJSON) + len(evJSON) + 12)
