@@ -230,7 +230,7 @@ func TestConsoleComposerMentionGetsThreadedReplyAndSpecRouteSystemPromptCard(t *
 	}
 	screenshot(t, ctx, "console-chat.png")
 
-	checkSystemPromptCard(t, ctx, "system_prompt", []string{"[Workspace]", "[Base]", "[System]", "[Team Instructions]", "[Agent Memory — core]"})
+	checkSystemPromptCard(t, ctx, "system_prompt", []string{"[Workspace]", "[Base]", "[System]", "[Team Instructions]", "[Agent Memory — core]", "[Owner]"})
 	// The rest of the turn: prompt context, the prompt, streamed reply and the stop reason.
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`.card.end[data-stop="end_turn"]`))); err != nil {
 		t.Fatalf("turn end not shown: %v", err)
@@ -270,7 +270,7 @@ func TestConsoleShowsUserMessageRouteSystemPromptSplitIntoSections(t *testing.T)
 	sendFromComposer(t, ctx, "@"+info.AgentName+" hi")
 	// A fresh stack's agent has no core memory yet, so its memory section is the onboarding nudge,
 	// and the sidebar's memory panel says there is none.
-	checkSystemPromptCard(t, ctx, "user_message", []string{"[Base]", "[System]", "[Team Instructions]", "[Agent Memory — core]"})
+	checkSystemPromptCard(t, ctx, "user_message", []string{"[Base]", "[System]", "[Team Instructions]", "[Agent Memory — core]", "[Owner]"})
 	if err := chromedp.Do(ctx, chromedp.WaitReady(chromedp.CSS(`#memory:not([hidden])`))); err != nil {
 		t.Fatalf("memory panel never shown: %v", err)
 	}

@@ -32,6 +32,9 @@ type Server struct {
 
 	addr   string
 	config func(*relay.Config)
+	// http is this server's own client: Stop closes its idle connections, so a request after a
+	// Restart does not go out on a keep-alive socket the old server closed (EOF).
+	http   *http.Client
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -47,7 +50,7 @@ func StartWith(t testing.TB, config func(*relay.Config)) *Server {
 	if err := os.Chmod(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{DataDir: dir, addr: "127.0.0.1:0", config: config}
+	s := &Server{DataDir: dir, addr: "127.0.0.1:0", config: config, http: newHTTPClient()}
 	if err := s.start(); err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +61,7 @@ func StartWith(t testing.TB, config func(*relay.Config)) *Server {
 // Launch runs a relay on 127.0.0.1:0 with dataDir, not tied to any test (e.g. one shared
 // relay started from TestMain). The caller stops it, or lets the process exit.
 func Launch(dataDir string) (*Server, error) {
-	s := &Server{DataDir: dataDir, addr: "127.0.0.1:0"}
+	s := &Server{DataDir: dataDir, addr: "127.0.0.1:0", http: newHTTPClient()}
 	return s, s.start()
 }
 
@@ -95,6 +98,11 @@ func (s *Server) Stop() {
 	s.cancel()
 	<-s.done
 	s.cancel = nil
+	s.http.CloseIdleConnections()
+}
+
+func newHTTPClient() *http.Client {
+	return &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 }
 
 // Restart starts the relay again on the same port and data dir.
@@ -122,7 +130,7 @@ func (s *Server) Post(t testing.TB, sk, path string, body []byte) (int, []byte) 
 	req, _ := http.NewRequest(http.MethodPost, u, bytes.NewReader(body))
 	req.Header.Set("Authorization", auth)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.http.Do(req)
 	if err != nil {
 		t.Fatalf("relaytest: POST %s: %v", path, err)
 	}
