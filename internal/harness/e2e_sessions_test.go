@@ -2,9 +2,14 @@ package harness_test
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/buzz-harness/buzz/internal/sessionstore"
+	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 type sessionParams struct {
@@ -36,6 +41,7 @@ func TestSessionSurvivesHarnessSIGKILLViaSessionLoad(t *testing.T) {
 	first := s.mention(s.ownerSK, "codeword=PAPAYA")
 	r1 := s.waitReply(first.ID)
 	s.waitLog("turn done", 20*time.Second) // the test agent saves its history after posting the reply
+	s.waitStored(first.ID)
 	s.kill()
 
 	s.start(nil, "TESTAGENT_REPLY=answer {codeword}")
@@ -66,6 +72,7 @@ func TestSessionResumePreferredWhenAdvertised(t *testing.T) {
 	first := s.mention(s.ownerSK, "codeword=KIWI")
 	r1 := s.waitReply(first.ID)
 	s.waitLog("turn done", 20*time.Second) // the test agent saves its history after posting the reply
+	s.waitStored(first.ID)
 	s.kill()
 	s.start(nil, "TESTAGENT_CAPS=resume", "TESTAGENT_REPLY=answer {codeword}")
 	s.mention(s.ownerSK, "codeword?", replyTo(first.ID))
@@ -83,6 +90,7 @@ func TestRefusedResumeForgetsRecordAndFallsBackInSameTurn(t *testing.T) {
 	s.start(nil)
 	first := s.mention(s.ownerSK, "hello")
 	r1 := s.waitReply(first.ID)
+	s.waitStored(first.ID)
 	s.kill()
 	// A fresh agent state dir: the agent no longer knows the session and answers -32002.
 	s.agentDir = t.TempDir()
@@ -160,4 +168,19 @@ func TestAgentDyingDuringLoadIsRespawnedAndLoadRetriedOnce(t *testing.T) {
 	if loads, news := len(s.methods("session/load")), len(s.methods("session/new")); loads != 2 || news != 1 {
 		t.Fatalf("session/load ×%d, session/new ×%d; want 2 (one lost with the agent, one retried) and 1", loads, news)
 	}
+}
+
+// waitStored waits until the session store on disk holds the session of the thread rooted at
+// root in the stack's channel. A new session's record is written off the loop, normally before
+// its first prompt (awaitStored, at most a second); a SIGKILL test must not outrun a slow disk.
+func (s *stack) waitStored(root string) {
+	s.t.Helper()
+	path := filepath.Join(s.stateDir, sessionstore.FileName(s.agentPK))
+	testwait.Eventually(s.t, 20*time.Second, func() bool {
+		raw, err := os.ReadFile(path)
+		var file struct {
+			Sessions map[string]json.RawMessage `json:"sessions"`
+		}
+		return err == nil && json.Unmarshal(raw, &file) == nil && file.Sessions[s.channel+":"+root] != nil
+	}, "the thread's session on disk")
 }

@@ -85,7 +85,9 @@ func (s *stack) run(cmd *exec.Cmd, logs *testbin.Output) {
 	s.exited = make(chan error, 1)
 	go func() { s.exited <- cmd.Wait() }()
 	s.t.Cleanup(func() { s.kill() })
-	s.waitLog("buzz-acp ready", 20*time.Second)
+	// Generous: discovery of a thousand channels, on two cores shared with the rest of the
+	// suite, took over 20 s.
+	s.waitLog("buzz-acp ready", 60*time.Second)
 }
 
 // activityLine is one line of buzz-acp's activity log (--activity-log), its data left raw.

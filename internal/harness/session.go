@@ -230,6 +230,7 @@ func (o *sessionOpener) create(ctx context.Context, in turnInput, spec sessionSp
 	}); err != nil {
 		o.log.Warn("session store", "err", err)
 	}
+	o.awaitStored(ctx, in.conv)
 	o.feed.emitSession(in, sess, observer.SessionResolved{SessionID: id, IsNewSession: true})
 	if sess.Route.SystemRole() && spec.system != "" {
 		o.feed.emitSystemPrompt(in, sess, standing, nil)
@@ -240,6 +241,23 @@ func (o *sessionOpener) create(ctx context.Context, in turnInput, spec sessionSp
 		}
 	}
 	return sess, probe, nil
+}
+
+// storeWait bounds how long a new session's first prompt waits for its record to reach the disk.
+const storeWait = time.Second
+
+// awaitStored lets the store's writer put a new session's record on disk before the session's
+// first prompt, so a crash during that turn still finds the session to load (the write takes
+// milliseconds). It waits on this turn's goroutine, never the loop's, and at most storeWait: a
+// disk that does not answer delays the first prompt by that much, not forever.
+func (o *sessionOpener) awaitStored(ctx context.Context, conv protocol.Conversation) {
+	ctx, cancel := context.WithTimeout(ctx, storeWait)
+	defer cancel()
+	if err := o.store.Flush(ctx); err != nil && ctx.Err() == nil {
+		o.log.Warn("session store", "err", err)
+	} else if err != nil {
+		o.log.Debug("session record not yet on disk; prompting anyway", "conversation", conv.String())
+	}
 }
 
 // probeGoose hands goose the system prompt through its custom method. Method-not-found means

@@ -345,7 +345,7 @@ func (s *Store) RemoveChannel(channelID string) {
 }
 
 // Flush waits until every change made so far is on disk (or ctx ends) and reports the write's
-// error. Nothing in the harness needs it; tests and tools that read the file do.
+// error. A new session waits for it, briefly, before its first prompt (harness awaitStored).
 func (s *Store) Flush(ctx context.Context) error {
 	s.mu.Lock()
 	if !s.usable() {
