@@ -1,10 +1,8 @@
 package harness_test
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -22,46 +20,18 @@ import (
 	"github.com/buzz-harness/buzz/internal/clock"
 	"github.com/buzz-harness/buzz/internal/harness"
 	"github.com/buzz-harness/buzz/internal/journal"
+	"github.com/buzz-harness/buzz/internal/opshttp/opstest"
 	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
 var metricsURL = regexp.MustCompile(`buzz-acp metrics: (http://\S+)`)
-
-// scrape reads a Prometheus text exposition into series → value ("name{labels}" as written).
-func scrape(t testing.TB, url string) map[string]float64 {
-	t.Helper()
-	res, err := http.Get(url)
-	if err != nil {
-		t.Fatalf("scrape %s: %v", url, err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(res.Body)
-		t.Fatalf("scrape %s: %s %s", url, res.Status, body)
-	}
-	out := map[string]float64{}
-	sc := bufio.NewScanner(res.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			t.Fatalf("metrics line %q: %v", line, err)
-		}
-		out[line[:i]] = v
-	}
-	return out
-}
 
 // waitMetric scrapes until series has value want.
 func (s *stack) waitMetric(url, series string, want float64) map[string]float64 {
 	s.t.Helper()
 	var m map[string]float64
 	testwait.Eventually(s.t, 30*time.Second, func() bool {
-		m = scrape(s.t, url)
+		m = opstest.Scrape(s.t, url)
 		return m[series] == want
 	}, fmt.Sprintf("%s = %v", series, want))
 	return m
@@ -81,7 +51,7 @@ func TestMetricsMoveAfterARealTurnAResumeAndARelayReconnect(t *testing.T) {
 	s := newStack(t)
 	s.start([]string{"--metrics-addr", "127.0.0.1:0"}, "TESTAGENT_COST_PER_TURN=0.25")
 	url := s.metricsURL()
-	before := scrape(t, url)
+	before := opstest.Scrape(t, url)
 	for _, series := range []string{`buzz_acp_turns_total{outcome="answered"}`, `buzz_acp_turns_total{outcome="fallback"}`,
 		`buzz_acp_turns_total{outcome="silent"}`, `buzz_acp_turns_total{outcome="failed"}`, `buzz_acp_turns_total{outcome="cancelled"}`,
 		`buzz_acp_session_resumes_total{outcome="loaded"}`, "buzz_acp_event_prompt_latency_seconds_count", "buzz_acp_queue_depth"} {

@@ -1,19 +1,18 @@
 package relay_test
 
 import (
-	"bufio"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/nbd-wtf/go-nostr"
 
+	"github.com/buzz-harness/buzz/internal/opshttp/opstest"
 	"github.com/buzz-harness/buzz/internal/relay"
 	"github.com/buzz-harness/buzz/internal/relay/relaytest"
 	"github.com/buzz-harness/buzz/internal/relay/store"
@@ -26,26 +25,7 @@ func scrapeRelay(t *testing.T, r *relay.Relay) scrape {
 	t.Helper()
 	srv := httptest.NewServer(r.MetricsHandler())
 	defer srv.Close()
-	resp, err := http.Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	out := scrape{}
-	lines := bufio.NewScanner(resp.Body)
-	for lines.Scan() {
-		line := lines.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			t.Fatalf("metrics line %q: %v", line, err)
-		}
-		out[line[:i]] = v
-	}
-	return out
+	return opstest.Scrape(t, srv.URL)
 }
 
 // get is one series' value: name{labels} exactly as exposed (labels sorted by name), 0 if absent.
