@@ -31,22 +31,17 @@ type SQLite struct {
 	w *sql.DB
 	r *sql.DB
 
-	// Writes go through one goroutine that commits whatever requests are waiting as one
-	// transaction (each request in its own savepoint): commits are the dominant write cost.
-	writes    chan *writeReq // buffered: a caller queues a write and goes on (UpdateAsync)
-	quit      chan struct{}
-	writerEnd chan struct{}
+	// Writes go through the queue's one goroutine, which commits whatever requests are waiting
+	// as one transaction (writequeue.go).
+	writes    *WriteQueue
 	closeOnce sync.Once
-	// sendMu makes Close wait for writes being queued, so none lands in the buffer after the
-	// writer has answered what was left there.
-	sendMu   sync.RWMutex
-	closed   bool
-	stmts    map[string]*sql.Stmt // writer goroutine only
-	uncached map[string]bool      // writer goroutine only: to prepare after the commit
+	stmts     map[string]*sql.Stmt // writer goroutine only
+	uncached  map[string]bool      // writer goroutine only: to prepare after the commit
 
 	// Checkpoints run on their own connection, never in a commit (see checkpointer).
 	ck              *sql.DB
 	ckKick          chan struct{}
+	ckQuit          chan struct{}
 	ckEnd           chan struct{}
 	checkpointEvery atomic.Int64 // nanoseconds between checkpoints at most
 
@@ -59,15 +54,8 @@ type SQLite struct {
 // and fsyncs twice, so once a second at most; the WAL holds about a second of writes.
 const defaultCheckpointEvery = time.Second
 
-type writeReq struct {
-	fn   func(Tx) error
-	done chan error
-}
-
 // ErrClosed is returned by writes after Close.
 var ErrClosed = errors.New("store is closed")
-
-const maxBatch = 128
 
 var _ Store = (*SQLite)(nil)
 
@@ -104,11 +92,10 @@ func Open(path string) (*SQLite, error) {
 		return nil, err
 	}
 	ck.SetMaxOpenConns(1)
-	s := &SQLite{w: w, r: r, ck: ck, writes: make(chan *writeReq, maxBatch), quit: make(chan struct{}),
-		writerEnd: make(chan struct{}), stmts: map[string]*sql.Stmt{}, uncached: map[string]bool{},
-		ckKick: make(chan struct{}, 1), ckEnd: make(chan struct{}), blobDir: filepath.Join(filepath.Dir(path), "blobs")}
+	s := &SQLite{w: w, r: r, ck: ck, stmts: map[string]*sql.Stmt{}, uncached: map[string]bool{},
+		ckKick: make(chan struct{}, 1), ckQuit: make(chan struct{}), ckEnd: make(chan struct{}), blobDir: filepath.Join(filepath.Dir(path), "blobs")}
 	s.checkpointEvery.Store(int64(defaultCheckpointEvery))
-	go s.writer()
+	s.writes = NewWriteQueue(s.commit, s.afterCommit)
 	go s.checkpointer()
 	return s, nil
 }
@@ -141,7 +128,7 @@ func (s *SQLite) checkpointer() {
 	for {
 		select {
 		case <-s.ckKick:
-		case <-s.quit:
+		case <-s.ckQuit:
 			return
 		}
 		if err := s.checkpoint(); err != nil {
@@ -149,7 +136,7 @@ func (s *SQLite) checkpointer() {
 		}
 		select {
 		case <-time.After(time.Duration(s.checkpointEvery.Load())):
-		case <-s.quit:
+		case <-s.ckQuit:
 			return
 		}
 	}
@@ -216,11 +203,8 @@ func migrate(db *sql.DB) error {
 func (s *SQLite) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
-		s.sendMu.Lock()
-		s.closed = true
-		s.sendMu.Unlock()
-		close(s.quit)
-		<-s.writerEnd
+		s.writes.Close()
+		close(s.ckQuit)
 		<-s.ckEnd
 		for _, st := range s.stmts {
 			st.Close()
@@ -232,10 +216,7 @@ func (s *SQLite) Close() error {
 
 // Ping checks that the database answers a query (readiness); ErrClosed after Close.
 func (s *SQLite) Ping(ctx context.Context) error {
-	s.sendMu.RLock()
-	closed := s.closed
-	s.sendMu.RUnlock()
-	if closed {
+	if s.writes.Closed() {
 		return ErrClosed
 	}
 	return s.r.QueryRowContext(ctx, `SELECT 1`).Scan(new(int))
@@ -251,58 +232,21 @@ func (s *SQLite) Update(ctx context.Context, fn func(Tx) error) error {
 // Writes queued one after another by one goroutine run in that order, so a caller can keep
 // several in flight (one connection's events commit in one batch) and still answer in order.
 func (s *SQLite) UpdateAsync(ctx context.Context, fn func(Tx) error) <-chan error {
-	req := &writeReq{fn: fn, done: make(chan error, 1)}
-	s.sendMu.RLock()
-	defer s.sendMu.RUnlock()
-	if s.closed {
-		req.done <- ErrClosed
-		return req.done
-	}
-	select {
-	case s.writes <- req: // the writer runs until Close, so a full buffer drains
-	case <-ctx.Done():
-		req.done <- ctx.Err()
-	}
-	return req.done
+	return s.writes.Send(ctx, fn)
 }
 
-func (s *SQLite) writer() {
-	defer close(s.writerEnd)
-	for {
-		var first *writeReq
-		select {
-		case first = <-s.writes:
-		case <-s.quit:
-			for { // Close has stopped new writes; answer the ones still queued
-				select {
-				case r := <-s.writes:
-					r.done <- ErrClosed
-				default:
-					return
-				}
-			}
+// afterCommit runs on the writer goroutine after each batch: it wakes the checkpointer and
+// prepares the statements the batch ran unprepared.
+func (s *SQLite) afterCommit() {
+	select {
+	case s.ckKick <- struct{}{}:
+	default: // a checkpoint is already due
+	}
+	for q := range s.uncached {
+		if st, err := s.w.Prepare(q); err == nil {
+			s.stmts[q] = st
 		}
-		batch := []*writeReq{first}
-	drain:
-		for len(batch) < maxBatch {
-			select {
-			case r := <-s.writes:
-				batch = append(batch, r)
-			default:
-				break drain
-			}
-		}
-		s.commit(batch)
-		select {
-		case s.ckKick <- struct{}{}:
-		default: // a checkpoint is already due
-		}
-		for q := range s.uncached {
-			if st, err := s.w.Prepare(q); err == nil {
-				s.stmts[q] = st
-			}
-			delete(s.uncached, q)
-		}
+		delete(s.uncached, q)
 	}
 }
 
@@ -311,7 +255,7 @@ func (s *SQLite) writer() {
 // RELEASE and the sub-journal were about a fifth of the writer's time). If one fails, that
 // attempt is rolled back and the batch runs again with each request in its own savepoint, so
 // a failure undoes only its own changes. Requests are database work only, safe to run twice.
-func (s *SQLite) commit(batch []*writeReq) {
+func (s *SQLite) commit(batch []*WriteReq) {
 	if s.commitAllOrNothing(batch) {
 		return
 	}
@@ -321,17 +265,17 @@ func (s *SQLite) commit(batch []*writeReq) {
 // commitAllOrNothing commits the batch if no request fails and answers them all; with a failing
 // request it rolls back and answers nothing (reporting false), except for a batch of one, whose
 // answer is that failure.
-func (s *SQLite) commitAllOrNothing(batch []*writeReq) bool {
+func (s *SQLite) commitAllOrNothing(batch []*WriteReq) bool {
 	tx, err := s.w.Begin()
 	if err != nil {
 		return false // commitIsolated meets the same error and answers it
 	}
 	t := &sqliteTx{s: s, tx: tx}
 	for _, r := range batch {
-		if ferr := r.fn(t); ferr != nil {
+		if ferr := r.Fn(t); ferr != nil {
 			tx.Rollback()
 			if len(batch) == 1 {
-				r.done <- ferr
+				r.Done <- ferr
 				return true
 			}
 			return false
@@ -339,13 +283,13 @@ func (s *SQLite) commitAllOrNothing(batch []*writeReq) bool {
 	}
 	err = tx.Commit()
 	for _, r := range batch {
-		r.done <- err
+		r.Done <- err
 	}
 	return true
 }
 
 // commitIsolated runs each request of the batch in its own savepoint.
-func (s *SQLite) commitIsolated(batch []*writeReq) {
+func (s *SQLite) commitIsolated(batch []*WriteReq) {
 	errs := make([]error, len(batch))
 	tx, err := s.w.Begin()
 	if err == nil {
@@ -354,7 +298,7 @@ func (s *SQLite) commitIsolated(batch []*writeReq) {
 			if err = t.exec(`SAVEPOINT req`); err != nil {
 				break
 			}
-			if errs[i] = r.fn(t); errs[i] != nil {
+			if errs[i] = r.Fn(t); errs[i] != nil {
 				if err = t.exec(`ROLLBACK TO req`); err != nil {
 					break
 				}
@@ -371,9 +315,9 @@ func (s *SQLite) commitIsolated(batch []*writeReq) {
 	}
 	for i, r := range batch {
 		if err != nil {
-			r.done <- err
+			r.Done <- err
 		} else {
-			r.done <- errs[i]
+			r.Done <- errs[i]
 		}
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,12 +31,8 @@ type Store struct {
 	pool   *pgxpool.Pool
 	closed atomic.Bool
 
-	// UpdateAsync's writer (writer.go). sendMu makes Close wait for writes being queued, so
-	// none lands in the buffer after the writer has answered what was left there.
-	writes    chan *writeReq
-	quit      chan struct{}
-	writerEnd chan struct{}
-	sendMu    sync.RWMutex
+	// UpdateAsync's writer: the store's group commit (store.WriteQueue, commit in writer.go).
+	writes *store.WriteQueue
 
 	// node names this Store in its change notices, so a node skips its own; topic is the
 	// NOTIFY channel, one per schema (nodes share a schema, tests each have their own).
@@ -104,9 +99,8 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	s := &Store{pool: pool, node: newNodeID(), topic: "buzz_relay:" + schema,
-		writes: make(chan *writeReq, maxBatch), quit: make(chan struct{}), writerEnd: make(chan struct{})}
-	go s.writer()
+	s := &Store{pool: pool, node: newNodeID(), topic: "buzz_relay:" + schema}
+	s.writes = store.NewWriteQueue(s.commit, nil)
 	return s, nil
 }
 
@@ -153,12 +147,8 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Close closes the pool; later calls fail with store.ErrClosed.
 func (s *Store) Close() error {
-	s.sendMu.Lock()
-	first := s.closed.CompareAndSwap(false, true)
-	s.sendMu.Unlock()
-	if first {
-		close(s.quit)
-		<-s.writerEnd
+	if s.closed.CompareAndSwap(false, true) {
+		s.writes.Close()
 		s.pool.Close()
 	}
 	return nil
