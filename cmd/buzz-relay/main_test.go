@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/buzz-harness/buzz/internal/testbin"
 )
 
 // The test binary doubles as buzz-relay: with BUZZ_RELAY_RUN_MAIN=1 it runs main, so the
@@ -168,12 +170,7 @@ func TestBuzzRelayServesMetricsAndProbesOnTheMetricsAddress(t *testing.T) {
 }
 
 func TestBuzzRelayTakesUpstreamsMetricsPortAsALoopbackPort(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	ln.Close()
+	_, port, _ := net.SplitHostPort(testbin.FreeAddr(t))
 	_, metrics := startRelay(t, []string{"BUZZ_METRICS_PORT=" + port}, "--addr", "127.0.0.1:0")
 	if metrics != "127.0.0.1:"+port {
 		t.Fatalf("BUZZ_METRICS_PORT=%s serves metrics on %s, want 127.0.0.1:%s", port, metrics, port)

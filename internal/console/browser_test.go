@@ -2,7 +2,6 @@ package console_test
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -65,13 +64,7 @@ type place struct {
 }
 
 func newPlace(t *testing.T) place {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return place{dataDir: filepath.Join(t.TempDir(), "data"), relayAddr: addr, agentState: t.TempDir(), cwd: t.TempDir()}
+	return place{dataDir: filepath.Join(t.TempDir(), "data"), relayAddr: testbin.FreeAddr(t), agentState: t.TempDir(), cwd: t.TempDir()}
 }
 
 // upWithTestAgent runs the real stack (relay, harness, console) in-process with the scripted

@@ -62,7 +62,7 @@ func TestUpGivesSessionsTheBuzzMcpServerWhichPostsAsTheAgent(t *testing.T) {
 	dataDir := filepath.Join(t.TempDir(), "data")
 	record := filepath.Join(t.TempDir(), "record.jsonl")
 	agentEnv := []string{"TESTAGENT_RECORD=" + record, "TESTAGENT_NO_CLI=1"}
-	up := startUpEnv(t, agentEnv, bin, dataDir, freeAddr(t), "--agent-command", filepath.Join(bin, "testagent"))
+	up := startUpEnv(t, agentEnv, bin, dataDir, testbin.FreeAddr(t), "--agent-command", filepath.Join(bin, "testagent"))
 	send(t, bin, up.banner.relayHTTP, dataDir, up.banner.channel, "@"+up.banner.agentName+" hello")
 
 	servers := firstSessionServers(t, record)
@@ -125,7 +125,7 @@ func TestUpNoMcpLeavesSessionsWithoutServers(t *testing.T) {
 	dataDir := filepath.Join(t.TempDir(), "data")
 	record := filepath.Join(t.TempDir(), "record.jsonl")
 	agentEnv := []string{"TESTAGENT_RECORD=" + record, "TESTAGENT_NO_CLI=1"}
-	up := startUpEnv(t, agentEnv, bin, dataDir, freeAddr(t), "--agent-command", filepath.Join(bin, "testagent"), "--no-mcp")
+	up := startUpEnv(t, agentEnv, bin, dataDir, testbin.FreeAddr(t), "--agent-command", filepath.Join(bin, "testagent"), "--no-mcp")
 	send(t, bin, up.banner.relayHTTP, dataDir, up.banner.channel, "@"+up.banner.agentName+" hello")
 	if servers := firstSessionServers(t, record); len(servers) != 0 {
 		t.Fatalf("mcpServers %+v with --no-mcp", servers)

@@ -55,7 +55,8 @@ var (
 type upProc struct {
 	cmd    *exec.Cmd
 	banner banner
-	done   chan error
+	done   chan error      // Wait's result, once
+	exited chan struct{}   // closed once Wait has returned
 	out    *testbin.Output // all of stdout
 	stderr *testbin.Output
 }
@@ -82,11 +83,15 @@ func startUpEnv(t *testing.T, env []string, bin, dataDir, relayAddr string, extr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &upProc{cmd: cmd, done: make(chan error, 1), out: &testbin.Output{}, stderr: stderr}
+	p := &upProc{cmd: cmd, done: make(chan error, 1), exited: make(chan struct{}), out: &testbin.Output{}, stderr: stderr}
 	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
+		// Wait runs on the reader goroutine; cmd.ProcessState is its to write, so the exit is
+		// learned from the channel, not by reading the field.
+		select {
+		case <-p.exited:
+		default:
 			cmd.Process.Kill()
-			<-p.done
+			<-p.exited
 		}
 	})
 	lines := make(chan string, 64)
@@ -98,6 +103,7 @@ func startUpEnv(t *testing.T, env []string, bin, dataDir, relayAddr string, extr
 		}
 		close(lines)
 		p.done <- cmd.Wait()
+		close(p.exited)
 	}()
 	var text strings.Builder
 	deadline := time.After(60 * time.Second)
@@ -286,7 +292,7 @@ func TestUpAnswersMentionStopsOnSIGINTWithoutLeftoversAndResumesOnSecondStart(t 
 	dataDir := filepath.Join(t.TempDir(), "data")
 
 	// Sessions are remembered per relay URL, so both starts use the same port, as a user's would.
-	relayAddr := freeAddr(t)
+	relayAddr := testbin.FreeAddr(t)
 	first := startUp(t, bin, dataDir, relayAddr)
 	agentPK := pubkeyOf(t, filepath.Join(dataDir, "agent.key"))
 	if first.banner.agentNpub != protocol.Npub(agentPK) {
@@ -342,17 +348,6 @@ func TestUpAnswersMentionStopsOnSIGINTWithoutLeftoversAndResumesOnSecondStart(t 
 	waitReplyWith(t, bin, second.banner.relayHTTP, dataDir, second.banner.channel, agentPK, id, "are you back")
 	<-resumed
 	second.stop(t)
-}
-
-// freeAddr returns a loopback address nobody listens on right now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // runUp runs `buzz up` expecting it to fail, and returns its exit code and stderr lines.
@@ -439,7 +434,7 @@ func TestUpOnADataDirAnotherBuzzUpHoldsNamesBuzzUp(t *testing.T) {
 	t.Parallel()
 	bin := testbin.Dir(t, "cmd/buzz")
 	dataDir := filepath.Join(t.TempDir(), "data")
-	first := startUp(t, bin, dataDir, freeAddr(t))
+	first := startUp(t, bin, dataDir, testbin.FreeAddr(t))
 	code, lines := runUp(t, bin, "--data-dir", dataDir, "--relay-addr", "127.0.0.1:0", "--console-addr", "127.0.0.1:0")
 	checkOneLineFailure(t, code, lines, "in use by another buzz up (pid "+strconv.Itoa(first.cmd.Process.Pid)+")")
 	first.stop(t)
@@ -449,7 +444,7 @@ func TestUpPrintEnvGivesTheRunningStacksRelayURL(t *testing.T) {
 	t.Parallel()
 	bin := testbin.Dir(t, "cmd/buzz")
 	dataDir := filepath.Join(t.TempDir(), "data")
-	first := startUp(t, bin, dataDir, freeAddr(t))
+	first := startUp(t, bin, dataDir, testbin.FreeAddr(t))
 	out, err := exec.Command(filepath.Join(bin, "buzz"), "up", "--print-env", "--data-dir", dataDir).Output()
 	if err != nil {
 		t.Fatal(err)
