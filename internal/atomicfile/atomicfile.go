@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"path/filepath"
 	"strings"
 )
@@ -77,7 +78,7 @@ func WriteTemp(path string, data []byte, perm os.FileMode, opts ...Option) (tmp 
 	if _, err = f.Write(data); err != nil {
 		return tmp, fmt.Errorf("write %s: %w", path, err)
 	}
-	if err = f.Sync(); err != nil {
+	if err = Fsync(f); err != nil {
 		return tmp, fmt.Errorf("write %s: sync: %w", path, err)
 	}
 	if err = f.Close(); err != nil {
@@ -97,7 +98,7 @@ func SyncDir(dir string) error {
 		return fmt.Errorf("sync dir %s: %w", dir, err)
 	}
 	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
+	if err := Fsync(d); err != nil && !errors.Is(err, os.ErrInvalid) {
 		return fmt.Errorf("sync dir %s: %w", dir, err)
 	}
 	return nil
@@ -120,4 +121,14 @@ func RemoveStrayTemps(path string) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// Fsync is f.Sync, after letting the goroutines queued behind the caller run first. A goroutine
+// blocked in fsync keeps its P (the scheduler's slot) until sysmon takes it back, which on a
+// mostly idle process is up to 10 ms later, and whatever was queued on that P waits as long:
+// traced, a turn's goroutine waited 3-4 ms behind a state file's fsync on its way to the prompt.
+// Yielding first runs that queue; the fsync resumes on whichever P frees up next.
+func Fsync(f interface{ Sync() error }) error {
+	runtime.Gosched()
+	return f.Sync()
 }

@@ -762,7 +762,7 @@ func (j *Journal) syncOnce() (synced bool, err error) {
 	j.dirty, j.renamed = false, false
 	j.fileMu.Lock()
 	j.mu.Unlock()
-	err = f.Sync()
+	err = atomicfile.Fsync(f)
 	j.fileMu.Unlock()
 	if err == nil && renamed {
 		err = atomicfile.SyncDir(filepath.Dir(j.path))
