@@ -6,7 +6,8 @@
 #   BUZZ_ADAPTER_CACHE  cache root (default $HOME/.cache/buzz-adapters)
 #
 # Layout: $BUZZ_ADAPTER_CACHE/<dir>/node_modules/<package>/package.json, where <dir> is
-#   claude-acp-0.101.0, zed-claude-acp-0.23.1, zed-codex-acp-0.16.0, acp-codex-acp-2.6.0
+#   claude-acp-0.101.0, zed-claude-acp-0.23.1, zed-codex-acp-0.16.0, acp-codex-acp-2.6.0,
+#   qwen-code-0.24.4
 # (internal/interop finds the adapters by the same names).
 set -euo pipefail
 
@@ -19,6 +20,7 @@ adapters=(
   "zed-claude-acp-0.23.1|@zed-industries/claude-agent-acp|0.23.1"
   "zed-codex-acp-0.16.0|@zed-industries/codex-acp|0.16.0"
   "acp-codex-acp-2.6.0|@agentclientprotocol/codex-acp|2.6.0"
+  "qwen-code-0.24.4|@qwen-code/qwen-code|0.24.4"
 )
 
 installed_version() { # prints the installed version of package $2 in dir $1, or nothing

@@ -125,3 +125,40 @@ func SendCommand(channel, eventID, content string) string {
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// ChatScript plays the model for agents on a fakemodel chat-completions server (qwen-code,
+// opencode): a request whose newest message is a user message naming a Buzz channel and event
+// gets a call of whichever shell tool the request offered, running `buzz messages send`; once
+// the tool result comes back it ends the turn with short text. Anything else (titles, summaries)
+// gets plain text. reply picks the posted content; nil posts "pong".
+func ChatScript(reply ReplyFunc) fakemodel.Script {
+	return func(n int, r fakemodel.Request) fakemodel.Reply {
+		rep := fakemodel.Reply{Text: []string{"ok"}, InputTokens: 100, OutputTokens: 10}
+		last := r.Last()
+		if ch, ev, ok := ReplyTarget(last.Text); ok && last.Role == "user" {
+			if call, ok := chatShellCall(r, n+1, SendCommand(ch, ev, replyContent(reply, r))); ok {
+				rep.Text, rep.Calls = nil, []fakemodel.Call{call}
+			}
+		} else if last.Role == "tool" {
+			rep.Text = []string{"Replied."}
+		}
+		return rep
+	}
+}
+
+// chatShellCall builds the call of the shell tool the request offered: qwen-code's
+// run_shell_command or opencode's bash.
+func chatShellCall(req fakemodel.Request, id int, command string) (fakemodel.Call, bool) {
+	var name string
+	var args map[string]any
+	switch {
+	case req.HasTool("run_shell_command"):
+		name, args = "run_shell_command", map[string]any{"command": command, "is_background": false, "description": "Reply in Buzz"}
+	case req.HasTool("bash"):
+		name, args = "bash", map[string]any{"command": command, "description": "Reply in Buzz"}
+	default:
+		return fakemodel.Call{}, false
+	}
+	b, _ := json.Marshal(args)
+	return fakemodel.Call{ID: fmt.Sprintf("call_%02d", id), Name: name, Args: string(b)}, true
+}
