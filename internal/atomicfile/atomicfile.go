@@ -10,8 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"path/filepath"
+	"runtime"
 	"strings"
 )
 
