@@ -2,6 +2,7 @@ package relay_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -175,5 +176,31 @@ func TestOperationsDocAndDashboardNameOnlyMetricsTheRelayExports(t *testing.T) {
 	}
 	if len(exported) < 11 {
 		t.Fatalf("only %d relay metrics exposed: %v", len(exported), exported)
+	}
+}
+
+// A live subscriber that stops reading while big events keep coming is disconnected once its
+// queue passes the cap, and that disconnect is what buzz_ws_backpressure_disconnects_total
+// counts: once, however many sends failed after it.
+func TestBackpressureDisconnectOfAStalledLiveSubscriberIsCountedOnce(t *testing.T) {
+	s := relaytest.StartWith(t, func(c *relay.Config) { c.MaxQueuedBytes = 256 << 10 })
+	alice := newUser()
+	ch := s.CreateChannel(t, alice.sk, "flood", false)
+	stalled, _ := authedRaw(t, s)
+	stalled.send("REQ", "live", map[string]any{"kinds": []int{9}, "#h": []string{ch}, "limit": 0})
+	stalled.readUntil("EOSE") // subscribed; from here on it never reads
+
+	// Loopback socket buffers take a few MB before the relay's writer blocks; 40 × 200 KB is
+	// well past them and the 256 KiB cap.
+	pub := dialRaw(t, s.URL)
+	pub.mustAuth(alice.sk, s.URL)
+	for i := 0; i < 40 && relay.Conns(s.Relay) == 2; i++ {
+		if ok := pub.publish(alice.sk, msg(ch, fmt.Sprintf("%d %s", i, strings.Repeat("x", 200_000)))); ok[2] != true {
+			t.Fatalf("publish %d: %v", i, ok)
+		}
+	}
+	eventually(t, "the relay to drop the stalled subscriber", func() bool { return relay.Conns(s.Relay) == 1 })
+	if got := scrapeRelay(t, s.Relay).get("buzz_ws_backpressure_disconnects_total"); got != 1 {
+		t.Fatalf("buzz_ws_backpressure_disconnects_total = %v after one stalled subscriber was dropped, want 1", got)
 	}
 }
