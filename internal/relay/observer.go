@@ -7,6 +7,7 @@ import (
 	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/buzz-harness/buzz/internal/protocol"
+	"github.com/buzz-harness/buzz/internal/protocol/observerframe"
 	"github.com/buzz-harness/buzz/internal/relay/store"
 )
 
@@ -17,7 +18,7 @@ import (
 
 // ObserverTelemetryPerSecond is the per-agent telemetry rate (upstream's); frames over it are
 // refused and counted, the connection stays.
-const ObserverTelemetryPerSecond = 100
+const ObserverTelemetryPerSecond = observerframe.TelemetryPerSecond
 
 // maxObserverAgents bounds the in-memory maps; past it, stale entries are dropped.
 const maxObserverAgents = 4096

@@ -93,7 +93,8 @@ func Start(ctx context.Context, cfg Config, bus *observer.Bus, pub Publisher) *S
 // Wait returns once the sender's goroutines have.
 func (s *Sender) Wait() { s.wg.Wait() }
 
-// Dropped is how many frames were dropped because the send queue was full.
+// Dropped is how many frames were dropped: the send queue was full, sending was paused after a
+// restricted: refusal, or the frame was over the relay's rate (budget).
 func (s *Sender) Dropped() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -177,7 +178,8 @@ func (s *Sender) translate(ctx context.Context, events <-chan observer.Event) {
 // restrictedPause is how long frames are dropped after the relay refused one as restricted.
 const restrictedPause = 30 * time.Second
 
-// send encrypts, signs and publishes frames one at a time, so the owner receives them in order.
+// send encrypts, signs and publishes frames one at a time, so the owner receives them in order,
+// within the relay's rate (budget).
 // The first refusal is a warning (a relay that cannot tell the owner refuses them all: see
 // --relay-observer in the README), later ones are debug lines. A restricted: refusal (the relay
 // does not know the agent's owner, or not as this one) refuses every frame alike, so sending
@@ -185,8 +187,9 @@ const restrictedPause = 30 * time.Second
 func (s *Sender) send(ctx context.Context, pub Publisher) {
 	warned := false
 	var pausedUntil time.Time
+	var rate budget
 	for e := range s.out {
-		if s.cfg.Clock.Now().Before(pausedUntil) {
+		if now := s.cfg.Clock.Now(); now.Before(pausedUntil) || !rate.allow(e.Kind, now) {
 			s.drop()
 			continue
 		}

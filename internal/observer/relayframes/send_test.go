@@ -2,6 +2,8 @@ package relayframes
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/buzz-harness/buzz/internal/client"
 	"github.com/buzz-harness/buzz/internal/clock"
 	"github.com/buzz-harness/buzz/internal/observer"
+	"github.com/buzz-harness/buzz/internal/protocol/observerframe"
 	"github.com/buzz-harness/buzz/internal/testwait"
 )
 
@@ -72,4 +75,66 @@ func someKey(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return pk
+}
+
+// acceptingRelay takes every frame, keeping their kinds in order.
+type acceptingRelay struct {
+	owner string // the owner's secret key, to open the frames
+	mu    sync.Mutex
+	kinds []string
+}
+
+func (r *acceptingRelay) Publish(_ context.Context, ev *nostr.Event) error {
+	e, err := observerframe.OpenTelemetry(r.owner, ev)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.kinds = append(r.kinds, e.Kind)
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *acceptingRelay) sent() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.kinds)
+}
+
+// A burst of ACP lines past the relay's rate is dropped here, before it is encrypted and signed
+// for a relay that would refuse it, and leaves room in the same second for the frames a client's
+// state depends on (a control_result); the next second takes lines again.
+func TestABurstOfACPLinesStaysUnderTheRelayRateAndLeavesRoomForControlResults(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	clk := clock.NewFake(time.Now())
+	bus := observer.NewBus(0)
+	ownerSK := nostr.GeneratePrivateKey()
+	ownerPK, _ := nostr.GetPublicKey(ownerSK)
+	relay := &acceptingRelay{owner: ownerSK}
+	s := Start(ctx, Config{AgentSecret: nostr.GeneratePrivateKey(), Owner: ownerPK, Clock: clk}, bus, relay)
+	defer s.Wait()
+	defer cancel()
+
+	const burst = 3 * observerframe.TelemetryPerSecond
+	for range burst {
+		bus.Publish(observer.Scope{}, observer.ACPLine{Dir: "recv", Line: `{"jsonrpc":"2.0","id":1,"result":{}}`, Bytes: 36})
+	}
+	settled := func(n int) func() bool { return func() bool { return len(relay.sent())+s.Dropped() == n } }
+	testwait.Eventually(t, 10*time.Second, settled(1+burst), "the burst sent or dropped")
+	if got := len(relay.sent()); got != budgetBulk {
+		t.Fatalf("%d frames sent in the burst's second (harness_started and lines), want %d (the bulk's share of the relay's %d/s)", got, budgetBulk, observerframe.TelemetryPerSecond)
+	}
+	s.Result("ch", map[string]any{"type": observerframe.CancelTurn, "status": "sent"})
+	testwait.Eventually(t, 10*time.Second, settled(2+burst), "the control result sent or dropped")
+	if got := relay.sent(); got[len(got)-1] != observerframe.KindControlResult {
+		t.Fatalf("last frame sent %q, want the control_result, past the lines' share of the second", got[len(got)-1])
+	}
+
+	clk.Advance(budgetWindow)
+	bus.Publish(observer.Scope{}, observer.ACPLine{Dir: "recv", Line: `{"jsonrpc":"2.0","id":2,"result":{}}`, Bytes: 36})
+	testwait.Eventually(t, 10*time.Second, settled(3+burst), "the next second's line sent or dropped")
+	if got := relay.sent(); got[len(got)-1] != observerframe.KindACPRead {
+		t.Fatalf("last frame sent %q a second later, want the ACP line", got[len(got)-1])
+	}
 }

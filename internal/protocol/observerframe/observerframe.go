@@ -48,6 +48,10 @@ const (
 	PermissionDecision = "permission_decision"
 )
 
+// TelemetryPerSecond is the relay's per-agent telemetry rate (upstream's): relays refuse the
+// frames over it, so senders keep under it.
+const TelemetryPerSecond = 100
+
 // MaxSkew is how far a control frame's created_at may be from the receiver's clock.
 const MaxSkew = 300 * time.Second
 
