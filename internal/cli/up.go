@@ -23,16 +23,17 @@ func (a *app) upCommand() *cobra.Command {
 		Short: "Run the whole stack here: relay, harness, agent and web console (Ctrl-C stops it)",
 		Long: `buzz up starts, in one process tree, a relay (SQLite under --data-dir), the harness and an
 agent (this program's own "buzz agent": echo mode unless OPENAI_API_KEY or ANTHROPIC_API_KEY is
-set), plus a web console on 127.0.0.1. The first start creates an owner and an agent identity and
-a #general channel in the data dir; later starts reuse them and resume the agent's channel
-sessions.
+set), plus a web console on 127.0.0.1. The first start creates an agent identity and a #general
+channel in the data dir, and an owner identity in the owner dir (under your config directory, out
+of the agent's working directory); later starts reuse them and resume the agent's channel sessions.
 
 Use --agent-command/--agent-args to run any ACP agent instead (claude-agent-acp, codex-acp, goose).
 eval "$(buzz up --print-env)" lets you use the buzz CLI as the owner.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if printEnv {
-				return upError(stack.PrintEnv(cmd.OutOrStdout(), cfg.DataDir, cfg.RelayAddr))
+				cfg.Out = cmd.ErrOrStderr() // stdout is for eval
+				return upError(stack.PrintEnv(cmd.OutOrStdout(), cfg))
 			}
 			cfg.AgentArgs = splitComma(agentArgs)
 			cfg.Out = cmd.OutOrStdout()
@@ -46,7 +47,8 @@ eval "$(buzz up --print-env)" lets you use the buzz CLI as the owner.`,
 		},
 	}
 	f := cmdflag.On(cmd.Flags())
-	f.String(&cfg.DataDir, "data-dir", "BUZZ_UP_DATA_DIR", stack.DefaultDataDir, "where keys, the relay database and session state live")
+	f.String(&cfg.DataDir, "data-dir", "BUZZ_UP_DATA_DIR", stack.DefaultDataDir, "where the agent's key, the relay database and session state live")
+	f.String(&cfg.OwnerDir, "owner-dir", "BUZZ_UP_OWNER_DIR", "", "where the owner key and the console token live, 0700, outside the data dir and the agent's working directory (default: <config dir>/buzz/owner/<data dir's name>-<hash>)")
 	f.String(&cfg.RelayAddr, "relay-addr", "BUZZ_UP_RELAY_ADDR", stack.DefaultRelayAddr, "relay listen address")
 	f.String(&cfg.MetricsAddr, "metrics-addr", "BUZZ_UP_METRICS_ADDR", "", "serve Prometheus metrics (the relay's at /metrics, the harness's at /metrics/acp) and the relay's /healthz, /readyz here (a bare :port is loopback; default: off)")
 	f.String(&cfg.ConsoleAddr, "console-addr", "BUZZ_UP_CONSOLE_ADDR", stack.DefaultConsoleAddr, "web console listen address (loopback only)")

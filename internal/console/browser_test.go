@@ -60,11 +60,11 @@ func browser(t *testing.T) context.Context {
 
 // place is where a stack keeps its state; reusing one across starts is a restart.
 type place struct {
-	dataDir, relayAddr, agentState, cwd string
+	dataDir, ownerDir, relayAddr, agentState, cwd string
 }
 
 func newPlace(t *testing.T) place {
-	return place{dataDir: filepath.Join(t.TempDir(), "data"), relayAddr: testbin.FreeAddr(t), agentState: t.TempDir(), cwd: t.TempDir()}
+	return place{dataDir: filepath.Join(t.TempDir(), "data"), ownerDir: t.TempDir(), relayAddr: testbin.FreeAddr(t), agentState: t.TempDir(), cwd: t.TempDir()}
 }
 
 // upWithTestAgent runs the real stack (relay, harness, console) in-process with the scripted
@@ -84,6 +84,7 @@ func upWithTestAgentConfig(t *testing.T, p place, change func(*stack.Config), en
 	done := make(chan error, 1)
 	cfg := stack.Config{
 		DataDir:          p.dataDir,
+		OwnerDir:         p.ownerDir,
 		RelayAddr:        p.relayAddr,
 		ConsoleAddr:      "127.0.0.1:0",
 		AgentCommand:     filepath.Join(bin, "testagent"),

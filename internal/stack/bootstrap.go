@@ -18,10 +18,14 @@ import (
 	"github.com/buzz-harness/buzz/internal/protocol/ownerauth"
 )
 
-// state is what the data dir remembers besides keys: the general channel and the agent's name.
+// state is what the data dir remembers besides keys: the general channel, the agent's name,
+// and whose stack it is (the owner's npub and the owner dir its key was last loaded from), so a
+// start that cannot find that key says so instead of making a new owner.
 type state struct {
 	GeneralChannel string `json:"generalChannel"`
 	AgentName      string `json:"agentName"`
+	Owner          string `json:"owner,omitempty"`
+	OwnerDir       string `json:"ownerDir,omitempty"`
 }
 
 const stateFile = "stack.json"

@@ -2,6 +2,7 @@ package stack
 
 import (
 	"context"
+	"io"
 	"testing"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 func TestBootstrapMakesAnOldOpenGeneralPrivateAndIssuesTheAgentsAuthTag(t *testing.T) {
 	s := relaytest.Start(t)
 	dataDir := t.TempDir()
-	ids, err := LoadIdentities(dataDir)
+	ids, err := LoadIdentities(dataDir, t.TempDir(), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +54,7 @@ func agentProfile(t *testing.T, s *relaytest.Server, ids Identities) *nostr.Even
 func TestBootstrapPutsTheOwnersAttestationOnTheAgentsProfileAndKeepsIt(t *testing.T) {
 	s := relaytest.Start(t)
 	dataDir := t.TempDir()
-	ids, err := LoadIdentities(dataDir)
+	ids, err := LoadIdentities(dataDir, t.TempDir(), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

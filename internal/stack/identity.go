@@ -3,6 +3,7 @@ package stack
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +13,7 @@ import (
 	"github.com/buzz-harness/buzz/internal/protocol"
 )
 
-// Identity is one key pair kept in the data dir.
+// Identity is one key pair kept in a key file.
 type Identity struct {
 	SecretKey string // hex
 	Pubkey    string // hex
@@ -24,15 +25,16 @@ type Identities struct {
 	Owner, Agent Identity
 }
 
-// LoadIdentities reads owner.key and agent.key from dataDir, creating either on first use.
-// Keys are stored as nsec in files only the user can read; a key file others can read is
-// tightened rather than trusted silently.
-func LoadIdentities(dataDir string) (Identities, error) {
-	owner, err := loadOrCreateKey(filepath.Join(dataDir, "owner.key"))
+// LoadIdentities reads owner.key from ownerDir and agent.key from dataDir, creating either on
+// first use (the owner only for a data dir that has none yet: see loadOwner, which also moves an
+// older data dir's owner.key to ownerDir, saying so on out). Keys are stored as nsec in files only
+// the user can read; a key file others can read is tightened rather than trusted silently.
+func LoadIdentities(dataDir, ownerDir string, out io.Writer) (Identities, error) {
+	owner, err := loadOwner(dataDir, ownerDir, out)
 	if err != nil {
 		return Identities{}, err
 	}
-	agent, err := loadOrCreateKey(filepath.Join(dataDir, "agent.key"))
+	agent, err := loadOrCreateKey(filepath.Join(dataDir, agentKeyFile))
 	if err != nil {
 		return Identities{}, err
 	}

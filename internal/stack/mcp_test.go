@@ -63,7 +63,7 @@ func TestUpGivesSessionsTheBuzzMcpServerWhichPostsAsTheAgent(t *testing.T) {
 	record := filepath.Join(t.TempDir(), "record.jsonl")
 	agentEnv := []string{"TESTAGENT_RECORD=" + record, "TESTAGENT_NO_CLI=1"}
 	up := startUpEnv(t, agentEnv, bin, dataDir, testbin.FreeAddr(t), "--agent-command", filepath.Join(bin, "testagent"))
-	send(t, bin, up.banner.relayHTTP, dataDir, up.banner.channel, "@"+up.banner.agentName+" hello")
+	send(t, bin, up.banner.relayHTTP, up.banner.ownerKey, up.banner.channel, "@"+up.banner.agentName+" hello")
 
 	servers := firstSessionServers(t, record)
 	if len(servers) != 1 || servers[0].Name != "buzz-mcp" || servers[0].Command != filepath.Join(dataDir, "bin", "buzz-mcp") || len(servers[0].Args) != 0 {
@@ -100,7 +100,7 @@ func TestUpGivesSessionsTheBuzzMcpServerWhichPostsAsTheAgent(t *testing.T) {
 		Pubkey  string `json:"pubkey"`
 		Content string `json:"content"`
 	}
-	if err := json.Unmarshal(cli(t, bin, up.banner.relayHTTP, dataDir, "messages", "get", "--channel", up.banner.channel), &msgs); err != nil {
+	if err := json.Unmarshal(cli(t, bin, up.banner.relayHTTP, up.banner.ownerKey, "messages", "get", "--channel", up.banner.channel), &msgs); err != nil {
 		t.Fatal(err)
 	}
 	found := false
@@ -126,7 +126,7 @@ func TestUpNoMcpLeavesSessionsWithoutServers(t *testing.T) {
 	record := filepath.Join(t.TempDir(), "record.jsonl")
 	agentEnv := []string{"TESTAGENT_RECORD=" + record, "TESTAGENT_NO_CLI=1"}
 	up := startUpEnv(t, agentEnv, bin, dataDir, testbin.FreeAddr(t), "--agent-command", filepath.Join(bin, "testagent"), "--no-mcp")
-	send(t, bin, up.banner.relayHTTP, dataDir, up.banner.channel, "@"+up.banner.agentName+" hello")
+	send(t, bin, up.banner.relayHTTP, up.banner.ownerKey, up.banner.channel, "@"+up.banner.agentName+" hello")
 	if servers := firstSessionServers(t, record); len(servers) != 0 {
 		t.Fatalf("mcpServers %+v with --no-mcp", servers)
 	}

@@ -15,12 +15,12 @@ import (
 )
 
 // A start that fails late — after the data dir, keys, relay database and #general exist — must
-// still leave no half-made data dir behind when this start created it.
-func TestRunThatFailsAfterSetupRemovesTheDataDirItCreated(t *testing.T) {
-	parent := filepath.Join(t.TempDir(), "new")
+// still leave no half-made data dir behind when this start created it, nor its owner dir.
+func TestRunThatFailsAfterSetupRemovesTheDataDirAndOwnerDirItCreated(t *testing.T) {
+	parent, ownerParent := filepath.Join(t.TempDir(), "new"), filepath.Join(t.TempDir(), "config")
 	var out strings.Builder
 	err := Run(context.Background(), Config{
-		DataDir: filepath.Join(parent, "data"), RelayAddr: "127.0.0.1:0", ConsoleAddr: "127.0.0.1:0",
+		DataDir: filepath.Join(parent, "data"), OwnerDir: filepath.Join(ownerParent, "owner"), RelayAddr: "127.0.0.1:0", ConsoleAddr: "127.0.0.1:0",
 		AgentCwd: "relative/cwd", // refused by the harness, after bootstrap
 		Out:      &out,
 	})
@@ -30,19 +30,23 @@ func TestRunThatFailsAfterSetupRemovesTheDataDirItCreated(t *testing.T) {
 	if !strings.Contains(out.String(), "setting up #general") {
 		t.Fatalf("the failure came before setup; output:\n%s", out.String())
 	}
-	if _, err := os.Stat(parent); !os.IsNotExist(err) {
-		t.Errorf("failed start left %s behind (%v)", parent, err)
+	for _, dir := range []string{parent, ownerParent} {
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("failed start left %s behind (%v)", dir, err)
+		}
 	}
 }
 
 func TestRunThatFailsKeepsADataDirThatAlreadyExisted(t *testing.T) {
-	dataDir := t.TempDir()
-	err := Run(context.Background(), Config{DataDir: dataDir, RelayAddr: "127.0.0.1:0", ConsoleAddr: "127.0.0.1:0", AgentCwd: "relative/cwd"})
+	dataDir, ownerDir := t.TempDir(), t.TempDir()
+	err := Run(context.Background(), Config{DataDir: dataDir, OwnerDir: ownerDir, RelayAddr: "127.0.0.1:0", ConsoleAddr: "127.0.0.1:0", AgentCwd: "relative/cwd"})
 	if err == nil {
 		t.Fatal("Run succeeded")
 	}
-	if _, err := os.Stat(filepath.Join(dataDir, "owner.key")); err != nil {
-		t.Errorf("existing data dir lost its owner key: %v", err)
+	for _, f := range []string{filepath.Join(dataDir, "agent.key"), filepath.Join(ownerDir, "owner.key")} {
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("existing data dir lost a key: %v", err)
+		}
 	}
 }
 
@@ -50,14 +54,14 @@ func TestRunThatFailsKeepsADataDirThatAlreadyExisted(t *testing.T) {
 // returns only once the parts' goroutines are gone.
 func TestRunStopsHarnessConsoleAndRelayInThatOrderAndLeavesNoGoroutineBehind(t *testing.T) {
 	bin := testbin.Dir(t, "internal/testagent")
-	dataDir := t.TempDir()
+	dataDir, ownerDir := t.TempDir(), t.TempDir()
 	var out testbin.Output
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ready := make(chan Info, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Config{DataDir: dataDir, RelayAddr: "127.0.0.1:0", ConsoleAddr: "127.0.0.1:0",
+		done <- Run(ctx, Config{DataDir: dataDir, OwnerDir: ownerDir, RelayAddr: "127.0.0.1:0", ConsoleAddr: "127.0.0.1:0",
 			AgentCommand: filepath.Join(bin, "testagent"), AgentEnv: []string{"TESTAGENT_STATE_DIR=" + t.TempDir()},
 			AgentCwd: t.TempDir(), NoMCP: true, Out: &out, Ready: func(i Info) { ready <- i }})
 	}()
@@ -85,7 +89,7 @@ func TestRunStopsHarnessConsoleAndRelayInThatOrderAndLeavesNoGoroutineBehind(t *
 		}
 		last = i
 	}
-	if _, err := os.Stat(filepath.Join(dataDir, runningFile)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(ownerDir, runningFile)); !os.IsNotExist(err) {
 		t.Errorf("%s left behind (%v)", runningFile, err)
 	}
 	// What the parts' goroutines run (their wrapper may still be closing its done channel).
@@ -105,7 +109,7 @@ func TestRunStoppedRightAfterItsBannerReturnsNil(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	err := Run(ctx, Config{
-		DataDir: filepath.Join(t.TempDir(), "data"), RelayAddr: "127.0.0.1:0", ConsoleAddr: "127.0.0.1:0",
+		DataDir: filepath.Join(t.TempDir(), "data"), OwnerDir: t.TempDir(), RelayAddr: "127.0.0.1:0", ConsoleAddr: "127.0.0.1:0",
 		AgentCommand: filepath.Join(bin, "testagent"), AgentCwd: t.TempDir(), BuzzCLIDir: bin,
 		Out: io.Discard, Ready: func(Info) { cancel() },
 	})
@@ -122,7 +126,7 @@ func TestRunServesTheRelaysAndTheHarnesssMetricsOnTheMetricsAddress(t *testing.T
 	done := make(chan error, 1)
 	var out testbin.Output
 	go func() {
-		done <- Run(ctx, Config{DataDir: t.TempDir(), RelayAddr: "127.0.0.1:0", ConsoleAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0",
+		done <- Run(ctx, Config{DataDir: t.TempDir(), OwnerDir: t.TempDir(), RelayAddr: "127.0.0.1:0", ConsoleAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0",
 			AgentCommand: filepath.Join(bin, "testagent"), AgentEnv: []string{"TESTAGENT_STATE_DIR=" + t.TempDir()},
 			AgentCwd: t.TempDir(), NoMCP: true, Out: &out, Ready: func(i Info) { ready <- i }})
 	}()

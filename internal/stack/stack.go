@@ -1,6 +1,7 @@
 // Package stack is `buzz up`: the relay, the harness and the web console in this process, the
-// agent as the harness's child, all sharing one data directory that keeps the owner and agent
-// identities, the relay database and the harness's session store across restarts.
+// agent as the harness's child, all sharing one data directory that keeps the agent's identity,
+// the relay database and the harness's session store across restarts. The owner's key and the
+// console token live apart, in an owner dir outside the agent's working directory (ownerdir.go).
 package stack
 
 import (
@@ -44,7 +45,10 @@ const (
 
 // Config configures Run.
 type Config struct {
-	DataDir     string // default ./.buzz
+	DataDir string // default ./.buzz
+	// OwnerDir keeps the owner key and running.json (with the console token), 0700; default
+	// DefaultOwnerDir(DataDir). It may not overlap the data dir or the agent's working directory.
+	OwnerDir    string
 	RelayAddr   string // host:port for the relay; default 127.0.0.1:3000
 	ConsoleAddr string // loopback host:port for the console; default 127.0.0.1:3001
 	// MetricsAddr, when set, serves the relay's Prometheus metrics at /metrics, the harness's at
@@ -84,6 +88,7 @@ type Info struct {
 	HTTPURL      string // http://… (what the CLI's BUZZ_RELAY_URL gets)
 	ConsoleURL   string // with its token
 	DataDir      string
+	OwnerDir     string
 	Owner        Identity
 	Agent        Identity
 	AgentName    string
@@ -100,10 +105,11 @@ func (e *Error) Error() string { return e.Msg }
 
 func fail(format string, a ...any) error { return &Error{Msg: fmt.Sprintf(format, a...)} }
 
-// Files in the data dir besides keys, state (stack.json) and the parts' own directories.
+// Files in the data dir besides its key, state (stack.json) and the parts' own directories; and
+// running.json, in the owner dir.
 const (
 	lockFile    = "buzz-up.lock" // held while a stack runs on this data dir
-	runningFile = "running.json" // the running stack's addresses, for --print-env
+	runningFile = "running.json" // the running stack's addresses and console URL, for --print-env
 	binDir      = "bin"          // bin/buzz: a stable link to this executable
 	selfName    = "buzz"
 	mcpName     = "buzz-mcp" // run under this name, buzz is `buzz mcp` (no arguments, as --mcp-command runs it)
@@ -118,6 +124,14 @@ func (c *Config) defaults() error {
 		return fail("data dir %s: %v", c.DataDir, err)
 	}
 	c.DataDir = abs
+	if c.OwnerDir == "" {
+		if c.OwnerDir, err = DefaultOwnerDir(abs); err != nil {
+			return fail("cannot find your config directory for the owner key (%v): set XDG_CONFIG_HOME or pass --owner-dir", err)
+		}
+	}
+	if c.OwnerDir, err = filepath.Abs(c.OwnerDir); err != nil {
+		return fail("owner dir %s: %v", c.OwnerDir, err)
+	}
 	if c.RelayAddr == "" {
 		c.RelayAddr = DefaultRelayAddr
 	}
@@ -144,11 +158,14 @@ func (c *Config) defaults() error {
 // Run starts the stack and serves until ctx ends, then stops the harness (and with it the
 // agent), the console and the relay, in that order, saying so on Out.
 //
-// Everything that can be refused quickly (the agent command, both ports, the data dir and its
-// lock) is checked before anything is created, and a start that fails removes a data dir it
-// created, so a mistake leaves nothing behind.
+// Everything that can be refused quickly (the owner dir's place, the agent command, both ports,
+// the data dir and its lock) is checked before anything is created, and a start that fails
+// removes a data dir (and owner dir) it created, so a mistake leaves nothing behind.
 func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.defaults(); err != nil {
+		return err
+	}
+	if err := checkOwnerDir(cfg.OwnerDir, cfg.DataDir, cfg.AgentCwd); err != nil {
 		return err
 	}
 	s := &starting{cfg: cfg, td: teardown{out: cfg.Out}}
@@ -234,17 +251,22 @@ func (s *starting) openPorts(context.Context) error {
 }
 
 // openDataDir creates or checks the data dir, takes its lock and loads the identities. A data
-// dir this start created is removed again if the stack never comes up.
+// dir this start created is removed again if the stack never comes up, and so is an owner dir
+// made for it.
 func (s *starting) openDataDir(context.Context) error {
-	dir := s.cfg.DataDir
+	dir, ownerDir := s.cfg.DataDir, s.cfg.OwnerDir
 	created, err := prepareDataDir(dir)
 	if err != nil {
 		return err
 	}
 	if created != "" {
+		ownerCreated := missingTop(ownerDir)
 		s.td.add(func() {
 			if !s.td.up {
 				os.RemoveAll(created) // a failed first start leaves no half-made data dir
+				if ownerCreated != "" {
+					os.RemoveAll(ownerCreated) // nor an owner key for it
+				}
 			}
 		}, "")
 	}
@@ -253,13 +275,15 @@ func (s *starting) openDataDir(context.Context) error {
 		return err
 	}
 	s.td.add(func() { lock.Unlock() }, "")
+	// An older buzz up kept running.json in the data dir; with the lock held, none runs here.
+	os.Remove(filepath.Join(dir, runningFile))
 	if created != "" {
-		fmt.Fprintf(s.cfg.Out, "buzz up: first start in %s: creating the owner and agent identities\n", dir)
+		fmt.Fprintf(s.cfg.Out, "buzz up: first start in %s: creating the agent identity there and the owner's in %s\n", dir, ownerDir)
 	} else {
-		fmt.Fprintf(s.cfg.Out, "buzz up: starting from %s\n", dir)
+		fmt.Fprintf(s.cfg.Out, "buzz up: starting from %s (owner key in %s)\n", dir, ownerDir)
 	}
-	s.ids, err = LoadIdentities(dir)
-	s.info.DataDir, s.info.Owner, s.info.Agent = dir, s.ids.Owner, s.ids.Agent
+	s.ids, err = LoadIdentities(dir, ownerDir, s.cfg.Out)
+	s.info.DataDir, s.info.OwnerDir, s.info.Owner, s.info.Agent = dir, ownerDir, s.ids.Owner, s.ids.Agent
 	return err
 }
 
@@ -350,10 +374,10 @@ func (s *starting) startParts(ctx context.Context) error {
 		return fail("console: %v", err)
 	}
 	s.info.ConsoleURL = con.URL(s.consoleLn.Addr().String())
-	if err := writeRunning(s.cfg.DataDir, s.info); err != nil {
-		return fail("data dir %s: %v", s.cfg.DataDir, err)
+	if err := writeRunning(s.cfg.OwnerDir, s.info); err != nil {
+		return fail("owner dir %s: %v", s.cfg.OwnerDir, err)
 	}
-	s.td.add(func() { os.Remove(filepath.Join(s.cfg.DataDir, runningFile)) }, "")
+	s.td.add(func() { removeRunning(s.cfg.OwnerDir, s.cfg.DataDir) }, "")
 	ln := s.consoleLn
 	consoleTask := goTask(context.WithoutCancel(ctx), func(ctx context.Context) error { return console.Serve(ctx, ln, con) })
 	s.td.add(func() { consoleTask.stop() }, "buzz up: stopped the console")
@@ -448,13 +472,7 @@ func prepareDataDir(dir string) (created string, err error) {
 	st, err := os.Stat(dir)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		created = dir
-		for p := filepath.Dir(dir); p != created; p = filepath.Dir(p) {
-			if _, err := os.Stat(p); err == nil {
-				break
-			}
-			created = p
-		}
+		created = missingTop(dir)
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return "", fail("cannot create data dir %s: %v", dir, unwrapPath(err))
 		}
@@ -516,25 +534,36 @@ func linkAs(dataDir, exe, name string) (string, error) {
 	return link, nil
 }
 
-// running is what runningFile records while a stack runs.
+// running is what runningFile, in the owner dir, records while a stack runs. It names its data
+// dir, so an owner dir shared by two data dirs (--owner-dir) is not misread.
 type running struct {
 	PID        int    `json:"pid"`
+	DataDir    string `json:"dataDir"`
 	RelayURL   string `json:"relayURL"`
 	HTTPURL    string `json:"httpURL"`
 	ConsoleURL string `json:"consoleURL"`
 }
 
-func writeRunning(dataDir string, in Info) error {
-	b, _ := json.MarshalIndent(running{PID: os.Getpid(), RelayURL: in.RelayURL, HTTPURL: in.HTTPURL, ConsoleURL: in.ConsoleURL}, "", "  ")
-	return atomicfile.WriteFile(filepath.Join(dataDir, runningFile), append(b, '\n'), 0o600)
+func writeRunning(ownerDir string, in Info) error {
+	b, _ := json.MarshalIndent(running{PID: os.Getpid(), DataDir: in.DataDir, RelayURL: in.RelayURL, HTTPURL: in.HTTPURL, ConsoleURL: in.ConsoleURL}, "", "  ")
+	return atomicfile.WriteFile(filepath.Join(ownerDir, runningFile), append(b, '\n'), 0o600)
+}
+
+// removeRunning removes this process's record, leaving another stack's alone.
+func removeRunning(ownerDir, dataDir string) {
+	path := filepath.Join(ownerDir, runningFile)
+	var r running
+	if b, err := os.ReadFile(path); err == nil && json.Unmarshal(b, &r) == nil && r.PID == os.Getpid() && r.DataDir == dataDir {
+		os.Remove(path)
+	}
 }
 
 // runningStack returns the record of the stack running on dataDir, if one is: the record is
-// trusted only while its writer still holds the lock (a crash leaves a stale file behind).
-func runningStack(dataDir string) (running, bool) {
+// trusted only while its writer still holds the data dir's lock (a crash leaves a stale file).
+func runningStack(dataDir, ownerDir string) (running, bool) {
 	var r running
-	b, err := os.ReadFile(filepath.Join(dataDir, runningFile))
-	if err != nil || json.Unmarshal(b, &r) != nil || r.HTTPURL == "" {
+	b, err := os.ReadFile(filepath.Join(ownerDir, runningFile))
+	if err != nil || json.Unmarshal(b, &r) != nil || r.HTTPURL == "" || r.DataDir != dataDir {
 		return r, false
 	}
 	l, err := atomicfile.TryLock(filepath.Join(dataDir, lockFile))
@@ -625,7 +654,7 @@ func printBanner(w io.Writer, in Info) {
   console  %s
   agent    @%s  %s  (%s)
   owner    %s  (you)
-  keys     %s, %s (mode 0600)
+  keys     agent %s, owner %s (mode 0600; the owner's is outside the agent's working directory)
   log      %s
 
 Talk to the agent from a shell:
@@ -635,7 +664,7 @@ Talk to the agent from a shell:
 		in.RelayURL, in.ConsoleURL,
 		in.AgentName, protocol.Npub(in.Agent.Pubkey), in.AgentCommand,
 		protocol.Npub(in.Owner.Pubkey),
-		in.Owner.KeyFile, in.Agent.KeyFile, in.LogFile,
+		in.Agent.KeyFile, in.Owner.KeyFile, in.LogFile,
 		in.HTTPURL, shellQuote(in.Owner.KeyFile), in.CLI, in.ChannelID, in.AgentName)
 }
 
@@ -666,28 +695,25 @@ func shellQuote(p string) string {
 }
 
 // PrintEnv writes shell exports that make the buzz CLI act as the owner of the stack in
-// dataDir (creating the identities if this is the first use). The relay URL is the running
-// stack's when one runs on dataDir, else the one relayAddr would give.
-func PrintEnv(w io.Writer, dataDir, relayAddr string) error {
-	if dataDir == "" {
-		dataDir = DefaultDataDir
-	}
-	if relayAddr == "" {
-		relayAddr = DefaultRelayAddr
-	}
-	abs, err := filepath.Abs(dataDir)
-	if err != nil {
-		return fail("data dir %s: %v", dataDir, err)
-	}
-	if _, err := prepareDataDir(abs); err != nil {
+// cfg.DataDir, whose key is in cfg.OwnerDir (creating the identities if this is the first use;
+// cfg.Out hears of a moved owner key). The relay URL is the running stack's when one runs on the
+// data dir, else the one cfg.RelayAddr would give.
+func PrintEnv(w io.Writer, cfg Config) error {
+	if err := cfg.defaults(); err != nil {
 		return err
 	}
-	ids, err := LoadIdentities(abs)
+	if err := checkOwnerDir(cfg.OwnerDir, cfg.DataDir, ""); err != nil {
+		return err
+	}
+	if _, err := prepareDataDir(cfg.DataDir); err != nil {
+		return err
+	}
+	ids, err := LoadIdentities(cfg.DataDir, cfg.OwnerDir, cfg.Out)
 	if err != nil {
 		return err
 	}
-	url := "http://" + relayAddr
-	if r, ok := runningStack(abs); ok {
+	url := "http://" + cfg.RelayAddr
+	if r, ok := runningStack(cfg.DataDir, cfg.OwnerDir); ok {
 		url = r.HTTPURL
 	}
 	fmt.Fprintf(w, "export BUZZ_RELAY_URL=%s\nexport BUZZ_PRIVATE_KEY=%s\n", shellQuote(url), protocol.Nsec(ids.Owner.SecretKey))

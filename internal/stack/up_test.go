@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nbd-wtf/go-nostr"
+
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/stack"
 	"github.com/buzz-harness/buzz/internal/testbin"
@@ -25,13 +27,13 @@ import (
 )
 
 // cleanEnv is the environment for `buzz up` under test: no model keys (so buzz-agent runs in
-// echo mode) and no inherited relay settings.
+// echo mode) and no inherited relay or buzz up settings.
 func cleanEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
-		case "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "BUZZ_RELAY_URL", "BUZZ_PRIVATE_KEY", "BUZZ_AGENT_PROVIDER":
+		case "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "BUZZ_RELAY_URL", "BUZZ_PRIVATE_KEY", "BUZZ_AGENT_PROVIDER", "BUZZ_UP_DATA_DIR", "BUZZ_UP_OWNER_DIR":
 			continue
 		}
 		env = append(env, kv)
@@ -39,13 +41,15 @@ func cleanEnv() []string {
 	return env
 }
 
-// banner is what a test needs from `buzz up`'s startup lines.
+// banner is what a test needs from `buzz up`'s startup lines. ownerKey is the owner key file
+// its copy-paste line reads, which the tests' CLI calls read too.
 type banner struct {
-	relayHTTP, console, channel, agentName, agentNpub, ownerNpub string
+	relayHTTP, ownerKey, console, channel, agentName, agentNpub, ownerNpub string
 }
 
 var (
 	reExport  = regexp.MustCompile(`export BUZZ_RELAY_URL=(\S+) BUZZ_PRIVATE_KEY=`)
+	reKeyFile = regexp.MustCompile(`BUZZ_PRIVATE_KEY=\$\(cat ('[^']*'|\S+)\)`)
 	reSend    = regexp.MustCompile(`buzz messages send --channel (\S+) --content "@(\S+) hello"`)
 	reConsole = regexp.MustCompile(`console\s+(http://\S+)`)
 	reAgent   = regexp.MustCompile(`agent\s+@\S+\s+(npub1\w+)`)
@@ -67,12 +71,24 @@ func startUp(t *testing.T, bin, dataDir, relayAddr string, extra ...string) *upP
 	return startUpEnv(t, nil, bin, dataDir, relayAddr, extra...)
 }
 
+// configHome is the XDG_CONFIG_HOME the tests give `buzz up` on dataDir, so its owner dir is
+// never the real user's: beside the data dir, in the test's temporary directory, and the same
+// for every start on that data dir.
+func configHome(dataDir string) string { return filepath.Join(filepath.Dir(dataDir), "config-home") }
+
 // startUpEnv is startUp with env added to buzz up's environment (and so its agent's).
 func startUpEnv(t *testing.T, env []string, bin, dataDir, relayAddr string, extra ...string) *upProc {
 	t.Helper()
-	args := append([]string{"up", "--data-dir", dataDir, "--relay-addr", relayAddr, "--console-addr", "127.0.0.1:0"}, extra...)
-	cmd := exec.Command(filepath.Join(bin, "buzz"), args...)
-	cmd.Dir = t.TempDir() // outside the source tree: nothing may be built
+	args := append([]string{"--data-dir", dataDir, "--relay-addr", relayAddr, "--console-addr", "127.0.0.1:0"}, extra...)
+	// Outside the source tree: nothing may be built.
+	return startUpIn(t, t.TempDir(), append([]string{"XDG_CONFIG_HOME=" + configHome(dataDir)}, env...), bin, args...)
+}
+
+// startUpIn runs `buzz up args…` in dir, with env added to a clean environment.
+func startUpIn(t *testing.T, dir string, env []string, bin string, args ...string) *upProc {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(bin, "buzz"), append([]string{"up"}, args...)...)
+	cmd.Dir = dir
 	cmd.Env = append(cleanEnv(), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -124,13 +140,14 @@ func startUpEnv(t *testing.T, env []string, bin, dataDir, relayAddr string, extr
 				for _, f := range []struct {
 					re  *regexp.Regexp
 					dst *string
-				}{{reExport, &p.banner.relayHTTP}, {reConsole, &p.banner.console}, {reAgent, &p.banner.agentNpub}, {reOwner, &p.banner.ownerNpub}} {
+				}{{reExport, &p.banner.relayHTTP}, {reKeyFile, &p.banner.ownerKey}, {reConsole, &p.banner.console}, {reAgent, &p.banner.agentNpub}, {reOwner, &p.banner.ownerNpub}} {
 					mm := f.re.FindStringSubmatch(s)
 					if mm == nil {
 						t.Fatalf("banner lacks %s:\n%s", f.re, s)
 					}
 					*f.dst = mm[1]
 				}
+				p.banner.ownerKey = strings.Trim(p.banner.ownerKey, "'")
 				return p
 			}
 		case <-deadline:
@@ -164,10 +181,10 @@ func cmdline(pid int) []string {
 	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
 }
 
-// cli runs the buzz CLI as the owner of dataDir.
-func cli(t *testing.T, bin, relay, dataDir string, args ...string) []byte {
+// cli runs the buzz CLI as the owner whose key is in ownerKey (the file the banner names).
+func cli(t *testing.T, bin, relay, ownerKey string, args ...string) []byte {
 	t.Helper()
-	key, err := os.ReadFile(filepath.Join(dataDir, "owner.key"))
+	key, err := os.ReadFile(ownerKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,13 +221,13 @@ func secretOf(t *testing.T, keyFile string) string {
 }
 
 // waitReply polls `buzz messages get` until the agent has answered the message parentID.
-func waitReply(t *testing.T, bin, relay, dataDir, channel, agentPK, parentID string) string {
+func waitReply(t *testing.T, bin, relay, ownerKey, channel, agentPK, parentID string) string {
 	t.Helper()
-	return waitReplyWith(t, bin, relay, dataDir, channel, agentPK, parentID, "")
+	return waitReplyWith(t, bin, relay, ownerKey, channel, agentPK, parentID, "")
 }
 
 // waitReplyWith waits for an agent message referencing parentID whose content contains want.
-func waitReplyWith(t *testing.T, bin, relay, dataDir, channel, agentPK, parentID, want string) string {
+func waitReplyWith(t *testing.T, bin, relay, ownerKey, channel, agentPK, parentID, want string) string {
 	t.Helper()
 	reply := ""
 	testwait.Eventually(t, 45*time.Second, func() bool {
@@ -219,7 +236,7 @@ func waitReplyWith(t *testing.T, bin, relay, dataDir, channel, agentPK, parentID
 			Content string     `json:"content"`
 			Tags    [][]string `json:"tags"`
 		}
-		if err := json.Unmarshal(cli(t, bin, relay, dataDir, "messages", "get", "--channel", channel), &msgs); err != nil {
+		if err := json.Unmarshal(cli(t, bin, relay, ownerKey, "messages", "get", "--channel", channel), &msgs); err != nil {
 			t.Fatal(err)
 		}
 		for _, m := range msgs {
@@ -238,13 +255,13 @@ func waitReplyWith(t *testing.T, bin, relay, dataDir, channel, agentPK, parentID
 	return reply
 }
 
-func send(t *testing.T, bin, relay, dataDir, channel, content string, extra ...string) string {
+func send(t *testing.T, bin, relay, ownerKey, channel, content string, extra ...string) string {
 	t.Helper()
 	var res struct {
 		EventID  string   `json:"event_id"`
 		Mentions []string `json:"mention_pubkeys"`
 	}
-	if err := json.Unmarshal(cli(t, bin, relay, dataDir, append([]string{"messages", "send", "--channel", channel, "--content", content}, extra...)...), &res); err != nil {
+	if err := json.Unmarshal(cli(t, bin, relay, ownerKey, append([]string{"messages", "send", "--channel", channel, "--content", content}, extra...)...), &res); err != nil {
 		t.Fatal(err)
 	}
 	if len(res.Mentions) != 1 {
@@ -298,16 +315,20 @@ func TestUpAnswersMentionStopsOnSIGINTWithoutLeftoversAndResumesOnSecondStart(t 
 	if first.banner.agentNpub != protocol.Npub(agentPK) {
 		t.Errorf("banner agent %s, key file says %s", first.banner.agentNpub, protocol.Npub(agentPK))
 	}
-	for _, f := range []string{"owner.key", "agent.key"} {
-		st, err := os.Stat(filepath.Join(dataDir, f))
+	ownerKey := first.banner.ownerKey
+	for _, f := range []string{ownerKey, filepath.Join(dataDir, "agent.key")} {
+		st, err := os.Stat(f)
 		if err != nil || st.Mode().Perm() != 0o600 {
-			t.Errorf("%s: mode %v (err %v), want 0600", f, st.Mode().Perm(), err)
+			t.Fatalf("%s: mode %v (err %v), want 0600", f, st.Mode().Perm(), err)
 		}
 	}
-	checkStackLockedDown(t, first.banner.relayHTTP, first.banner.channel, secretOf(t, filepath.Join(dataDir, "owner.key")), agentPK)
+	if first.banner.ownerNpub != protocol.Npub(pubkeyOf(t, ownerKey)) {
+		t.Errorf("banner owner %s, key file %s says otherwise", first.banner.ownerNpub, ownerKey)
+	}
+	checkStackLockedDown(t, first.banner.relayHTTP, first.banner.channel, secretOf(t, ownerKey), agentPK)
 	// The banner's copy-paste line works as printed.
-	id := send(t, bin, first.banner.relayHTTP, dataDir, first.banner.channel, "@"+first.banner.agentName+" hello")
-	if reply := waitReply(t, bin, first.banner.relayHTTP, dataDir, first.banner.channel, agentPK, id); !strings.Contains(reply, "hello") {
+	id := send(t, bin, first.banner.relayHTTP, ownerKey, first.banner.channel, "@"+first.banner.agentName+" hello")
+	if reply := waitReply(t, bin, first.banner.relayHTTP, ownerKey, first.banner.channel, agentPK, id); !strings.Contains(reply, "hello") {
 		t.Errorf("agent reply %q does not echo the request", reply)
 	}
 
@@ -344,8 +365,8 @@ func TestUpAnswersMentionStopsOnSIGINTWithoutLeftoversAndResumesOnSecondStart(t 
 	go func() { defer close(resumed); waitActivity(t, second.banner.console, "session_resumed") }()
 	// A reply in the first thread: its session is the one to resume (a session per thread). The
 	// agent answers in the thread, under its root.
-	send(t, bin, second.banner.relayHTTP, dataDir, second.banner.channel, "@"+second.banner.agentName+" are you back?", "--reply-to", id)
-	waitReplyWith(t, bin, second.banner.relayHTTP, dataDir, second.banner.channel, agentPK, id, "are you back")
+	send(t, bin, second.banner.relayHTTP, ownerKey, second.banner.channel, "@"+second.banner.agentName+" are you back?", "--reply-to", id)
+	waitReplyWith(t, bin, second.banner.relayHTTP, ownerKey, second.banner.channel, agentPK, id, "are you back")
 	<-resumed
 	second.stop(t)
 }
@@ -353,9 +374,15 @@ func TestUpAnswersMentionStopsOnSIGINTWithoutLeftoversAndResumesOnSecondStart(t 
 // runUp runs `buzz up` expecting it to fail, and returns its exit code and stderr lines.
 func runUp(t *testing.T, bin string, args ...string) (int, []string) {
 	t.Helper()
+	return runUpEnv(t, []string{"XDG_CONFIG_HOME=" + t.TempDir()}, bin, args...)
+}
+
+// runUpEnv is runUp with env added to a clean environment.
+func runUpEnv(t *testing.T, env []string, bin string, args ...string) (int, []string) {
+	t.Helper()
 	cmd := exec.Command(filepath.Join(bin, "buzz"), append([]string{"up"}, args...)...)
 	cmd.Dir = t.TempDir()
-	cmd.Env = cleanEnv()
+	cmd.Env = append(cleanEnv(), env...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	cmd.Stdout = io.Discard
@@ -440,25 +467,31 @@ func TestUpOnADataDirAnotherBuzzUpHoldsNamesBuzzUp(t *testing.T) {
 	first.stop(t)
 }
 
+// printEnv runs `buzz up --print-env --data-dir dataDir args…` as startUp's stacks run.
+func printEnv(t *testing.T, bin, dataDir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(bin, "buzz"), append([]string{"up", "--print-env", "--data-dir", dataDir}, args...)...)
+	cmd.Env = append(cleanEnv(), "XDG_CONFIG_HOME="+configHome(dataDir))
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("buzz up --print-env: %v", err)
+	}
+	return string(out)
+}
+
 func TestUpPrintEnvGivesTheRunningStacksRelayURL(t *testing.T) {
 	t.Parallel()
 	bin := testbin.Dir(t, "cmd/buzz")
 	dataDir := filepath.Join(t.TempDir(), "data")
 	first := startUp(t, bin, dataDir, testbin.FreeAddr(t))
-	out, err := exec.Command(filepath.Join(bin, "buzz"), "up", "--print-env", "--data-dir", dataDir).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "export BUZZ_RELAY_URL=" + first.banner.relayHTTP + "\n"; !strings.HasPrefix(string(out), want) {
+	out := printEnv(t, bin, dataDir)
+	if want := "export BUZZ_RELAY_URL=" + first.banner.relayHTTP + "\n"; !strings.HasPrefix(out, want) {
 		t.Errorf("--print-env while running printed\n%s\nwant it to start with\n%s", out, want)
 	}
 	first.stop(t)
 	// Stopped: the record is gone and the flag (here the default) decides again.
-	out, err = exec.Command(filepath.Join(bin, "buzz"), "up", "--print-env", "--data-dir", dataDir).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "export BUZZ_RELAY_URL=http://" + stack.DefaultRelayAddr + "\n"; !strings.HasPrefix(string(out), want) {
+	out = printEnv(t, bin, dataDir)
+	if want := "export BUZZ_RELAY_URL=http://" + stack.DefaultRelayAddr + "\n"; !strings.HasPrefix(out, want) {
 		t.Errorf("--print-env after stop printed\n%s\nwant it to start with\n%s", out, want)
 	}
 }
@@ -483,15 +516,17 @@ func TestUpPrintEnvExportsTheOwnersKeyAndRelayURL(t *testing.T) {
 	t.Parallel()
 	bin := testbin.Dir(t, "cmd/buzz")
 	dataDir := filepath.Join(t.TempDir(), "data")
-	run := func() string {
-		out, err := exec.Command(filepath.Join(bin, "buzz"), "up", "--print-env", "--data-dir", dataDir, "--relay-addr", "127.0.0.1:4555").Output()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(out)
-	}
+	run := func() string { return printEnv(t, bin, dataDir, "--relay-addr", "127.0.0.1:4555") }
 	out := run()
-	key, err := os.ReadFile(filepath.Join(dataDir, "owner.key"))
+	// The key is in the default owner dir, under the config dir, and not in the data dir.
+	keys, _ := filepath.Glob(filepath.Join(configHome(dataDir), "buzz", "owner", "*", "owner.key"))
+	if len(keys) != 1 {
+		t.Fatalf("owner keys under the config dir: %q, want one", keys)
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "owner.key")); !os.IsNotExist(err) {
+		t.Errorf("the data dir has an owner.key (%v)", err)
+	}
+	key, err := os.ReadFile(keys[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -506,13 +541,13 @@ func TestUpPrintEnvExportsTheOwnersKeyAndRelayURL(t *testing.T) {
 
 func TestLoadIdentitiesTightensAKeyFileOthersCanRead(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	ids, err := stack.LoadIdentities(dir)
+	dir, ownerDir := t.TempDir(), t.TempDir()
+	ids, err := stack.LoadIdentities(dir, ownerDir, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	os.Chmod(ids.Owner.KeyFile, 0o644)
-	again, err := stack.LoadIdentities(dir)
+	again, err := stack.LoadIdentities(dir, ownerDir, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -526,10 +561,61 @@ func TestLoadIdentitiesTightensAKeyFileOthersCanRead(t *testing.T) {
 
 func TestLoadIdentitiesRejectsAGarbledKeyFile(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "owner.key"), []byte("not a key\n"), 0o600)
-	_, err := stack.LoadIdentities(dir)
+	dir, ownerDir := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(ownerDir, "owner.key"), []byte("not a key\n"), 0o600)
+	_, err := stack.LoadIdentities(dir, ownerDir, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "owner.key") {
 		t.Errorf("err = %v, want one naming owner.key", err)
+	}
+}
+
+// A data dir from before the owner dir existed keeps its owner: the key moves out of it, with
+// one line saying so, and the stale running.json (console token included) goes too.
+func TestUpMovesAnOlderDataDirsOwnerKeyToTheOwnerDir(t *testing.T) {
+	t.Parallel()
+	bin := testbin.Dir(t, "cmd/buzz")
+	dataDir := filepath.Join(t.TempDir(), "data")
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	sk := nostr.GeneratePrivateKey()
+	old := filepath.Join(dataDir, "owner.key")
+	os.WriteFile(old, []byte(protocol.Nsec(sk)+"\n"), 0o600)
+	os.WriteFile(filepath.Join(dataDir, "running.json"), []byte(`{"pid":1,"httpURL":"http://127.0.0.1:1","consoleURL":"http://127.0.0.1:2/?token=old"}`), 0o600)
+	up := startUp(t, bin, dataDir, testbin.FreeAddr(t))
+	if got := secretOf(t, up.banner.ownerKey); got != sk {
+		t.Errorf("owner key at %s is not the data dir's old one", up.banner.ownerKey)
+	}
+	if pk, _ := protocol.PublicKey(sk); up.banner.ownerNpub != protocol.Npub(pk) {
+		t.Errorf("banner owner %s, want the old key's %s", up.banner.ownerNpub, protocol.Npub(pk))
+	}
+	for _, f := range []string{old, filepath.Join(dataDir, "running.json")} {
+		if _, err := os.Stat(f); !os.IsNotExist(err) {
+			t.Errorf("%s still there (%v)", f, err)
+		}
+	}
+	if want := "buzz up: moved the owner key from " + old + " to " + up.banner.ownerKey; strings.Count(up.out.String(), want) != 1 {
+		t.Errorf("output does not say once %q:\n%s", want, up.out.String())
+	}
+	up.stop(t)
+}
+
+// A data dir whose owner key is not where this start looks (another config dir, a forgotten
+// --owner-dir) is refused with one line naming both places, rather than given a new owner.
+func TestUpWhoseOwnerKeyIsMissingSaysWhereItLookedAndMakesNoNewOwner(t *testing.T) {
+	t.Parallel()
+	bin := testbin.Dir(t, "cmd/buzz")
+	dataDir := filepath.Join(t.TempDir(), "data")
+	printEnv(t, bin, dataDir) // first use: the owner key goes under configHome(dataDir)
+	keys, _ := filepath.Glob(filepath.Join(configHome(dataDir), "buzz", "owner", "*", "owner.key"))
+	if len(keys) != 1 {
+		t.Fatalf("owner keys: %q, want one", keys)
+	}
+	elsewhere := t.TempDir()
+	code, lines := runUpEnv(t, []string{"XDG_CONFIG_HOME=" + elsewhere}, bin, "--data-dir", dataDir, "--relay-addr", "127.0.0.1:0", "--console-addr", "127.0.0.1:0")
+	checkOneLineFailure(t, code, lines, "owner key not found: looked for "+elsewhere)
+	checkOneLineFailure(t, code, lines, "pass --owner-dir "+filepath.Dir(keys[0]))
+	if made, _ := os.ReadDir(elsewhere); len(made) != 0 {
+		t.Errorf("the refused start made %v under %s", made, elsewhere)
 	}
 }
