@@ -21,6 +21,7 @@ adapters=(
   "zed-codex-acp-0.16.0|@zed-industries/codex-acp|0.16.0"
   "acp-codex-acp-2.6.0|@agentclientprotocol/codex-acp|2.6.0"
   "qwen-code-0.24.4|@qwen-code/qwen-code|0.24.4"
+  "copilot-1.0.102|@github/copilot|1.0.102"
 )
 
 installed_version() { # prints the installed version of package $2 in dir $1, or nothing

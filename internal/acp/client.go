@@ -141,6 +141,12 @@ func (r *InitializeResult) PromptCapability(name string) bool {
 	return boolean(r.PromptCapabilities[name])
 }
 
+// McpCapability reports whether agentCapabilities.mcpCapabilities[name] is true: "http" or
+// "sse", the MCP transports the agent takes besides stdio.
+func (r *InitializeResult) McpCapability(name string) bool {
+	return boolean(object(object(r.AgentCapabilities)["mcpCapabilities"])[name])
+}
+
 // clientCapabilities is deliberately conservative: we implement neither fs nor terminal.
 var clientCapabilities = json.RawMessage(`{"fs":{"readTextFile":false,"writeTextFile":false},"terminal":false}`)
 
@@ -206,13 +212,6 @@ func (p SessionParams) wire(needID bool) (SessionSetupParams, error) {
 	}
 	w := SessionSetupParams{Cwd: cwd, McpServers: make([]json.RawMessage, 0, len(p.McpServers)), SystemPrompt: p.SystemPrompt}
 	for _, m := range p.McpServers {
-		// args and env are required on the wire even when empty.
-		if m.Args == nil {
-			m.Args = []string{}
-		}
-		if m.Env == nil {
-			m.Env = []EnvVariable{}
-		}
 		b, err := json.Marshal(m)
 		if err != nil {
 			return SessionSetupParams{}, fmt.Errorf("acp: mcp server %q: %w", m.Name, err)

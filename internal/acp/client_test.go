@@ -69,10 +69,18 @@ func TestInitializeParsesCapabilitiesLeniently(t *testing.T) {
 			}
 		},
 	}, {
+		name:   "MCP transports: http taken, sse not",
+		result: `{"agentCapabilities":{"mcpCapabilities":{"http":true,"sse":false}}}`,
+		check: func(t *testing.T, r *InitializeResult) {
+			if !r.McpCapability("http") || r.McpCapability("sse") || r.McpCapability("stdio") {
+				t.Fatalf("mcp capabilities of %s", r.AgentCapabilities)
+			}
+		},
+	}, {
 		name:   "bare minimum",
 		result: `{}`,
 		check: func(t *testing.T, r *InitializeResult) {
-			if r.AgentName != "" || r.ProtocolVersion != 0 {
+			if r.AgentName != "" || r.ProtocolVersion != 0 || r.McpCapability("http") {
 				t.Fatalf("%+v", r)
 			}
 		},
@@ -108,6 +116,10 @@ func TestNewSessionSendsAbsoluteCwdMcpServersAsStdioEntriesAndOmitsEmptyMeta(t *
 			{Name: "buzz-mcp", Command: "/bin/buzz-mcp", Env: []EnvVariable{{Name: "BUZZ_RELAY_URL", Value: "ws://r"}}},
 			{Name: "files", Command: "files", Args: []string{"-v"}},
 		}}, `{"cwd":"/w","mcpServers":[{"name":"buzz-mcp","command":"/bin/buzz-mcp","args":[],"env":[{"name":"BUZZ_RELAY_URL","value":"ws://r"}]},{"name":"files","command":"files","args":["-v"],"env":[]}]}`},
+		// An HTTP MCP server: ACP's {type:"http", name, url, headers}.
+		{SessionParams{Cwd: "/w", McpServers: []McpServer{
+			{Name: "buzz-mcp", URL: "http://127.0.0.1:1/buzz-mcp", Headers: []EnvVariable{{Name: "Authorization", Value: "Bearer s"}}},
+		}}, `{"cwd":"/w","mcpServers":[{"type":"http","name":"buzz-mcp","url":"http://127.0.0.1:1/buzz-mcp","headers":[{"name":"Authorization","value":"Bearer s"}]}]}`},
 	}
 	for i, tc := range cases {
 		got := make(chan string, 1)

@@ -66,13 +66,46 @@ type InitializeParams struct {
 	Meta               map[string]any  `json:"_meta,omitempty"`
 }
 
-// McpServer is a stdio MCP server entry of session/new, session/load and session/resume. ACP's
-// stdio shape has no "type" and requires args and env even when empty; env is a list of pairs.
+// McpServer is an MCP server entry of session/new, session/load and session/resume: stdio
+// (Command, Args, Env) unless URL is set, then HTTP (URL, Headers). ACP's stdio shape has no
+// "type" and requires args and env even when empty; the HTTP one is
+// {type:"http", name, url, headers}. Env and headers are lists of {name, value} pairs.
 type McpServer struct {
-	Name    string        `json:"name"`
-	Command string        `json:"command"`
-	Args    []string      `json:"args"`
-	Env     []EnvVariable `json:"env"`
+	Name    string
+	Command string
+	Args    []string
+	Env     []EnvVariable
+	URL     string
+	Headers []EnvVariable // the same {name, value} shape as env (ACP's HttpHeader)
+}
+
+// MarshalJSON writes the entry in its transport's ACP shape.
+func (m McpServer) MarshalJSON() ([]byte, error) {
+	if m.URL != "" {
+		headers := m.Headers
+		if headers == nil {
+			headers = []EnvVariable{}
+		}
+		return json.Marshal(struct {
+			Type    string        `json:"type"`
+			Name    string        `json:"name"`
+			URL     string        `json:"url"`
+			Headers []EnvVariable `json:"headers"`
+		}{"http", m.Name, m.URL, headers})
+	}
+	args, env := m.Args, m.Env
+	if args == nil {
+		args = []string{}
+	}
+	if env == nil {
+		env = []EnvVariable{}
+	}
+	return json.Marshal(struct {
+		Name    string        `json:"name"`
+		Command string        `json:"command"`
+		Args    []string      `json:"args"`
+		Env     []EnvVariable `json:"env"`
+	}{m.Name, m.Command, args, env})
 }
 
 // EnvVariable is one {name, value} pair of an McpServer's env.

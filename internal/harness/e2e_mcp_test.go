@@ -4,12 +4,16 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nbd-wtf/go-nostr"
 
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/protocol/ownerauth"
@@ -141,4 +145,78 @@ func jsonString(t *testing.T, s string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// bearerTransport adds one Authorization header to every request.
+type bearerTransport struct{ value string }
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", b.value)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func TestAgentTakingHTTPMcpGetsTheMcpCommandServerOverHTTPWithASecret(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	mcpCmd := filepath.Join(t.TempDir(), "buzz-mcp") // `buzz` run as buzz-mcp is `buzz mcp`
+	if err := os.Symlink(filepath.Join(s.bin, "buzz"), mcpCmd); err != nil {
+		t.Fatal(err)
+	}
+	s.start([]string{"--mcp-command", mcpCmd}, "TESTAGENT_MCP_HTTP=1")
+	s.waitReply(s.mention(s.ownerSK, "hi").ID)
+	news := s.methods("session/new")
+	if len(news) != 1 {
+		t.Fatalf("session/new ×%d", len(news))
+	}
+	var p struct {
+		McpServers []struct {
+			Type, Name, URL string
+			Command         *string
+			Headers         []struct{ Name, Value string }
+		} `json:"mcpServers"`
+	}
+	if err := json.Unmarshal(news[0].Params, &p); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.McpServers) != 1 {
+		t.Fatalf("mcpServers %s", news[0].Params)
+	}
+	e := p.McpServers[0]
+	if e.Type != "http" || e.Name != "buzz-mcp" || e.Command != nil || !strings.HasPrefix(e.URL, "http://127.0.0.1:") ||
+		len(e.Headers) != 1 || e.Headers[0].Name != "Authorization" || !strings.HasPrefix(e.Headers[0].Value, "Bearer ") || len(e.Headers[0].Value) < len("Bearer ")+20 {
+		t.Fatalf("mcpServers entry %+v: want one http entry on loopback with a bearer secret", e)
+	}
+
+	// The entry works: buzz mcp answers over it as the agent, and nothing without the secret.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.URL, MaxRetries: -1,
+		HTTPClient: &http.Client{Transport: bearerTransport{e.Headers[0].Value}}}, nil)
+	if err != nil {
+		t.Fatalf("connect to the entry: %v", err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "send_message", Arguments: map[string]any{"channel": s.channel, "content": "sent over the bridge"}})
+	if err != nil || res.IsError {
+		t.Fatalf("send_message: %+v, %v", res, err)
+	}
+	var sent struct {
+		EventID string `json:"event_id"`
+	}
+	if err := json.Unmarshal([]byte(res.Content[0].(*mcp.TextContent).Text), &sent); err != nil {
+		t.Fatal(err)
+	}
+	if evs := s.relay.Query(t, s.ownerSK, nostr.Filter{IDs: []string{sent.EventID}}); len(evs) != 1 || evs[0].PubKey != s.agentPK {
+		t.Fatalf("the bridged send is %+v; want one event signed by the agent %s", evs, s.agentPK)
+	}
+	resp, err := http.Post(e.URL, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("without the secret: %d, want 401", resp.StatusCode)
+	}
 }

@@ -29,6 +29,7 @@
 //	reply.go        the reply safety net: was the batch answered; the fallback reply or notice
 //	follow.go       thread follow: the followed threads, their subscriptions, the agent's own messages
 //	session.go      opening a session (resume, load or new) and the one builder of its parameters
+//	mcpbridge.go    the MCP servers over streamable HTTP, for agents that take no stdio servers
 //	route.go        how standing context reaches each agent
 //	agentconfig.go  --model, --permission-mode, --effort-level: applying settings to a session
 //	pool.go         agent processes: spawn, respawn, circuit breaker, live-session bounds
@@ -123,9 +124,10 @@ type Harness struct {
 
 	// tasks are the goroutines the loop started (turns, spawns, lookups, publishes); Run waits
 	// for all of them before it returns.
-	tasks    sync.WaitGroup
-	shutdown context.CancelFunc
-	stopLive context.CancelFunc // ends the WebSocket; stop calls it after the offline presence
+	tasks      sync.WaitGroup
+	shutdown   context.CancelFunc
+	stopLive   context.CancelFunc // ends the WebSocket; stop calls it after the offline presence
+	stopBridge func()             // closes the MCP HTTP bridge (mcpbridge.go); stop calls it last
 }
 
 // inbox is where the loop's goroutines report back.
@@ -274,6 +276,11 @@ func (h *Harness) Run(ctx context.Context) error {
 	}
 	h.asker.recover(ctx, h.done) // before the replay: a turn that died asking the owner is not run again
 	h.replayJournal(ctx)
+	stopBridge, err := h.startMCPBridge()
+	if err != nil {
+		return err
+	}
+	h.stopBridge = stopBridge
 	h.log.Info("buzz-acp ready", "agent", h.agent, "channels", len(h.chans.byID), "relay", h.cfg.RelayURL, "procs", runtime.GOMAXPROCS(0))
 	h.pool.startAll(ctx)
 	h.activeAt = h.clock.Now()
@@ -390,6 +397,9 @@ func (h *Harness) stop(cancel context.CancelFunc) {
 	h.pool.killAll()
 	h.tasks.Wait()
 	h.pool.discardUnadopted()
+	if h.stopBridge != nil {
+		h.stopBridge() // the agents that used it are gone
+	}
 }
 
 var errShutdown = errors.New("harness shutting down")

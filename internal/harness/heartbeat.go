@@ -48,7 +48,7 @@ func (h *Harness) runHeartbeat(ctx context.Context, in turnInput) (r turnResult)
 		if route == RouteGoose { // the probe is per channel session; heartbeats keep it simple
 			route = RouteUserMessage
 		}
-		spec := sessionSpec{route: route, system: standing.SystemPrompt(h.cfg.AgentCwd)}
+		spec := sessionSpec{route: route, system: standing.SystemPrompt(h.cfg.AgentCwd), mcpHTTP: in.ident.MCPHTTP}
 		id, state, err := in.proc.NewSessionState(ctx, h.sessions.params(spec))
 		if err != nil {
 			r.err = err

@@ -181,6 +181,7 @@ func (p *pool) adopt(ctx context.Context, s *slot, proc *acp.Process, init *acp.
 		Close:            init.HasSessionCapability("close"),
 		Steering:         advertisesSteering(init),
 		Images:           init.PromptCapability("image"),
+		MCPHTTP:          init.McpCapability("http"),
 	}
 	gen := s.gen
 	p.tasks.Go(func() {

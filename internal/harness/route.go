@@ -42,6 +42,7 @@ type AgentIdentity struct {
 	Close            bool // sessionCapabilities.close: idle sessions are closed with session/close
 	Steering         bool // initialize _meta.steering.supported: _session/steering reaches a running turn
 	Images           bool // promptCapabilities.image: image attachments go along as image blocks (images.go)
+	MCPHTTP          bool // mcpCapabilities.http: its sessions get the MCP servers over HTTP (mcpbridge.go)
 }
 
 // ProbeState is what goose's system-prompt probe found on an agent process.

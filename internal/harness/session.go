@@ -64,6 +64,7 @@ type sessionOpener struct {
 	log     *slog.Logger
 	clock   clock.Clock
 	metrics *opsMetrics
+	mcpHTTP []acp.McpServer // the MCP servers over HTTP (mcpbridge.go); nil until Run starts the bridge
 }
 
 // sessionSpec is what decides a session's parameters.
@@ -73,6 +74,7 @@ type sessionSpec struct {
 	route   Route
 	system  string // standing context text, for the routes that carry it in the parameters
 	fresh   bool   // the owner rotated: _meta.freshSession
+	mcpHTTP bool   // the agent takes HTTP MCP servers: the bridged entries, not the stdio ones
 }
 
 // params builds the parameters of session/new, session/load and session/resume — the one place
@@ -82,6 +84,9 @@ type sessionSpec struct {
 // not parameters in ACP: applyOnOpen sets them once the session exists.
 func (o *sessionOpener) params(spec sessionSpec) acp.SessionParams {
 	p := acp.SessionParams{Cwd: o.cfg.AgentCwd, Meta: map[string]any{}, McpServers: o.cfg.mcp}
+	if spec.mcpHTTP && o.mcpHTTP != nil {
+		p.McpServers = o.mcpHTTP
+	}
 	if ch := spec.channel; ch != nil {
 		if t := o.sessionTitle(*ch); t != "" {
 			p.Meta["sessionTitle"] = t
@@ -133,7 +138,7 @@ func (o *sessionOpener) sessionTitle(ch channel) string {
 func (o *sessionOpener) open(ctx context.Context, in turnInput) (*convSession, ProbeState, error) {
 	route := DecideRoute(in.ident)
 	standing := o.relay.standing(ctx, in.channel, true)
-	spec := sessionSpec{channel: &in.channel, conv: in.conv, route: route, system: standing.SystemPrompt(o.cfg.AgentCwd), fresh: in.fresh}
+	spec := sessionSpec{channel: &in.channel, conv: in.conv, route: route, system: standing.SystemPrompt(o.cfg.AgentCwd), fresh: in.fresh, mcpHTTP: in.ident.MCPHTTP}
 	if rec, ok := o.store.Get(in.conv, o.cfg.sessionOrigin()); ok && !in.fresh && !in.noResume && (in.ident.Resume || in.ident.LoadSession) {
 		sess, err := o.resume(ctx, in, spec, rec, standing)
 		if !errors.Is(err, errResumeRefused) {

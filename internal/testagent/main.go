@@ -16,6 +16,7 @@
 //	TESTAGENT_SET_ERROR=m1,m2          answer these set_* methods with -32603 instead
 //	TESTAGENT_AUTH_METHODS=json        initialize's authMethods array (default [])
 //	TESTAGENT_IMAGE=1                  advertise promptCapabilities.image (image blocks in prompts)
+//	TESTAGENT_MCP_HTTP=1               advertise mcpCapabilities.http (HTTP MCP servers in mcpServers)
 //	TESTAGENT_GOOSE_SYSTEM_PROMPT=1    implement _goose/unstable/session/system-prompt/set (else -32601);
 //	                                   "error" answers it with -32603
 //
@@ -144,6 +145,7 @@ type config struct {
 	setError         map[string]bool
 	authMethods      json.RawMessage
 	image            bool // promptCapabilities.image
+	mcpHTTP          bool // mcpCapabilities.http
 	noReplay         bool // session/load replays no history
 	replyKnobs
 	replyLate    time.Duration
@@ -175,6 +177,7 @@ func loadConfig() (config, error) {
 		hangAfterReply:   os.Getenv("TESTAGENT_HANG_AFTER_REPLY"),
 		noUsage:          os.Getenv("TESTAGENT_NO_USAGE") == "1",
 		image:            os.Getenv("TESTAGENT_IMAGE") == "1",
+		mcpHTTP:          os.Getenv("TESTAGENT_MCP_HTTP") == "1",
 		noReplay:         os.Getenv("TESTAGENT_NO_REPLAY") == "1",
 		replyKnobs: replyKnobs{
 			noCLI:       os.Getenv("TESTAGENT_NO_CLI") == "1",
@@ -520,6 +523,7 @@ func (a *agent) initialize() map[string]any {
 			"loadSession":         a.cfg.loadSession,
 			"promptCapabilities":  map[string]any{"image": a.cfg.image, "audio": false, "embeddedContext": false},
 			"sessionCapabilities": a.cfg.caps,
+			"mcpCapabilities":     map[string]any{"http": a.cfg.mcpHTTP, "sse": false},
 		},
 		"authMethods": a.cfg.authMethods,
 	}
