@@ -2,6 +2,7 @@ package harness_test
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -99,6 +100,7 @@ func benchOverhead(b *testing.B, channels, samples int, start func(s *stack, act
 		post(ch, fmt.Sprintf("warm %d", i))
 	}
 	s.waitRecordedFor(channels, 5*time.Minute)
+	s.waitAnsweredFor(channels, time.Minute)
 	rssAfter := rssKiB(b, s.harness.Process.Pid)
 
 	// Measure: one mention at a time, spread over the channels. A conversation's next turn waits
@@ -121,6 +123,10 @@ func benchOverhead(b *testing.B, channels, samples int, start func(s *stack, act
 		post(ch, fmt.Sprintf("sample %d", i))
 		s.waitRecordedFor(channels+i+1, time.Minute)
 		lastPrompt[ch] = time.Now()
+		// One mention at a time: the next goes once the agent has answered this one. Posted
+		// while the agent still works, a mention waits for the agent (one turn at a time per
+		// process), and the sample times the agent's turn on a busy machine, not the harness.
+		s.waitAnsweredFor(channels+i+1, time.Minute)
 	}
 	lat := promptLatencies(b, activity)
 	if len(lat) < samples {
@@ -139,7 +145,7 @@ func (s *stack) startMeasured(activity string, channels int) {
 	// every top-level mention opens a new session) and room for every channel's session (past the
 	// cache bound the least recently used is closed, and the next mention there loads it again).
 	s.start([]string{"--activity-log", activity, "--log-level", "info", "--session-policy", "channel",
-		"--max-cached-conversation-sessions", strconv.Itoa(channels), "--relay-observer=false"}, "TESTAGENT_NO_CLI=1")
+		"--max-cached-conversation-sessions", strconv.Itoa(channels), "--relay-observer=false"}, "TESTAGENT_NO_CLI=1", "TESTAGENT_RECORD_ANSWERS=1")
 }
 
 // startObserved is startMeasured with the relay observer on and accepted: the owner attests the
@@ -150,7 +156,7 @@ func (s *stack) startObserved(activity string, channels int) {
 		s.t.Fatal(err)
 	}
 	s.start([]string{"--activity-log", activity, "--log-level", "info", "--session-policy", "channel",
-		"--max-cached-conversation-sessions", strconv.Itoa(channels)}, "TESTAGENT_NO_CLI=1", "BUZZ_AUTH_TAG="+tag.JSON())
+		"--max-cached-conversation-sessions", strconv.Itoa(channels)}, "TESTAGENT_NO_CLI=1", "TESTAGENT_RECORD_ANSWERS=1", "BUZZ_AUTH_TAG="+tag.JSON())
 }
 
 // startCeiling starts acpceiling in buzz-acp's place, with the same agent and relay.
@@ -159,7 +165,7 @@ func (s *stack) startCeiling(activity string, _ int) {
 	bin := testbin.Dir(s.t, "internal/acpceiling")
 	cmd := exec.Command(filepath.Join(bin, "acpceiling"), s.relay.URL, filepath.Join(s.bin, "testagent"), s.t.TempDir(), activity)
 	cmd.Env = append(os.Environ(), "BUZZ_PRIVATE_KEY="+s.agentSK, "TESTAGENT_RECORD="+s.record,
-		"TESTAGENT_STATE_DIR="+s.agentDir, "TESTAGENT_NO_CLI=1")
+		"TESTAGENT_STATE_DIR="+s.agentDir, "TESTAGENT_NO_CLI=1", "TESTAGENT_RECORD_ANSWERS=1")
 	logs := &testbin.Output{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -181,8 +187,23 @@ func (s *stack) waitRecordedFor(n int, timeout time.Duration) {
 	}
 }
 
-// promptCounter counts session/prompt records in a growing record file, incrementally.
+// waitAnsweredFor waits until the test agent has answered n prompts (TESTAGENT_RECORD_ANSWERS).
+func (s *stack) waitAnsweredFor(n int, timeout time.Duration) {
+	s.t.Helper()
+	c := promptCounter{method: "session/prompt answered"}
+	deadline := time.Now().Add(timeout)
+	for c.count(s.record) < n {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("agent answered %d prompts, want %d", c.n, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// promptCounter counts the records of one method (session/prompt when unset) in a growing
+// record file, incrementally.
 type promptCounter struct {
+	method  string
 	off     int64
 	partial []byte // an unfinished last line
 	n       int
@@ -206,8 +227,9 @@ func (c *promptCounter) count(path string) int {
 			break
 		}
 		data = rest
+		method := cmp.Or(c.method, "session/prompt")
 		var r record
-		if bytes.Contains(line, []byte(`"session/prompt"`)) && json.Unmarshal(line, &r) == nil && r.Method == "session/prompt" {
+		if bytes.Contains(line, []byte(`"`+method+`"`)) && json.Unmarshal(line, &r) == nil && r.Method == method {
 			c.n++
 		}
 	}

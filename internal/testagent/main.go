@@ -24,6 +24,8 @@
 //
 //	TESTAGENT_RECORD=path     append every received request/notification, and every answer the
 //	                          client gave to our requests, as a JSON line {"type","method","params"|"result"|"error"}
+//	TESTAGENT_RECORD_ANSWERS=1  also append {"type":"answered","method":"session/prompt answered"} as
+//	                          each session/prompt is answered (the benchmarks wait for it between samples)
 //	TESTAGENT_STATE_DIR=dir   sessions (sessions/<id>.json: history and codeword) and the prompt
 //	                          counter live here, so session/load works across restarts (default: a temp dir)
 //	TESTAGENT_NO_REPLAY=1     session/load reattaches the session but replays none of its history
@@ -122,6 +124,7 @@ type config struct {
 	caps             map[string]any
 	gooseSysPrompt   string
 	record           string
+	recordAnswers    bool // also record when a session/prompt is answered (the benchmarks' pacing)
 	stateDir         string
 	reply            string
 	buzz             string
@@ -179,6 +182,7 @@ func loadConfig() (config, error) {
 		image:            os.Getenv("TESTAGENT_IMAGE") == "1",
 		mcpHTTP:          os.Getenv("TESTAGENT_MCP_HTTP") == "1",
 		noReplay:         os.Getenv("TESTAGENT_NO_REPLAY") == "1",
+		recordAnswers:    os.Getenv("TESTAGENT_RECORD_ANSWERS") == "1",
 		replyKnobs: replyKnobs{
 			noCLI:       os.Getenv("TESTAGENT_NO_CLI") == "1",
 			sendFailsOK: os.Getenv("TESTAGENT_SEND_FAILS") == "continue",
@@ -426,7 +430,11 @@ func (a *agent) HandleRequest(ctx context.Context, method string, params json.Ra
 		}
 		return a.loadSession(params, false)
 	case "session/prompt":
-		return a.prompt(ctx, params)
+		res, err := a.prompt(ctx, params)
+		if a.cfg.recordAnswers {
+			a.record(map[string]any{"type": "answered", "method": "session/prompt answered"})
+		}
+		return res, err
 	case "session/set_config_option", "session/set_model", "session/set_mode":
 		if a.cfg.sessionState == nil {
 			return nil, acp.MethodNotFound(method)
