@@ -7,7 +7,7 @@
 #
 # Layout: $BUZZ_ADAPTER_CACHE/<dir>/node_modules/<package>/package.json, where <dir> is
 #   claude-acp-0.101.0, zed-claude-acp-0.23.1, zed-codex-acp-0.16.0, acp-codex-acp-2.6.0,
-#   qwen-code-0.24.4
+#   qwen-code-0.24.4, opencode-1.18.33, opencode-plugin-1.18.33
 # (internal/interop finds the adapters by the same names).
 set -euo pipefail
 
@@ -21,6 +21,10 @@ adapters=(
   "zed-codex-acp-0.16.0|@zed-industries/codex-acp|0.16.0"
   "acp-codex-acp-2.6.0|@agentclientprotocol/codex-acp|2.6.0"
   "qwen-code-0.24.4|@qwen-code/qwen-code|0.24.4"
+  "opencode-1.18.33|opencode-ai|1.18.33"
+  # What opencode otherwise installs from npm into its config dir at every start (see
+  # internal/interop/opencode_test.go).
+  "opencode-plugin-1.18.33|@opencode-ai/plugin|1.18.33"
 )
 
 installed_version() { # prints the installed version of package $2 in dir $1, or nothing
