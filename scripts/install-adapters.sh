@@ -60,3 +60,13 @@ for entry in "${adapters[@]}"; do
   rm -rf "$dest"
   mv "$tmp" "$dest"
 done
+
+# opencode-ai's bin/opencode.exe is a placeholder until its postinstall links in the native binary
+# of the platform package npm picked (opencode-linux-x64, …): an install without scripts or
+# optional dependencies looks complete but cannot run, so check it and drop it if not.
+oc="$root/opencode-1.18.33/node_modules/opencode-ai/bin/opencode.exe"
+if [[ "$("$oc" --version 2>/dev/null)" != 1.18.33 ]]; then
+  echo "install-adapters: $oc does not run as opencode 1.18.33 (postinstall or platform package missing); removed" >&2
+  rm -rf "$root/opencode-1.18.33"
+  exit 1
+fi

@@ -86,10 +86,9 @@ func opencodeEnv(t *testing.T, s *stack, m *fakemodel.Server) []string {
 			"options": map[string]any{"baseURL": m.BaseURL, "apiKey": "sk-dummy"},
 			"models":  map[string]any{"gpt-mock": map[string]any{"name": "gpt-mock"}},
 		}},
-		"model":       "fake/gpt-mock",
-		"small_model": "fake/gpt-mock",
-		"autoupdate":  false,
-		"share":       "disabled",
+		"model":      "fake/gpt-mock",
+		"autoupdate": false,
+		"share":      "disabled",
 	}
 	b, _ := json.MarshalIndent(cfg, "", "  ")
 	if err := os.WriteFile(filepath.Join(dir, "opencode.json"), b, 0o600); err != nil {
