@@ -7,7 +7,7 @@
 #
 # Layout: $BUZZ_ADAPTER_CACHE/<dir>/node_modules/<package>/package.json, where <dir> is
 #   claude-acp-0.101.0, zed-claude-acp-0.23.1, zed-codex-acp-0.16.0, acp-codex-acp-2.6.0,
-#   qwen-code-0.24.4
+#   qwen-code-0.24.4, copilot-1.0.102, opencode-1.18.33, opencode-plugin-1.18.33
 # (internal/interop finds the adapters by the same names).
 set -euo pipefail
 
@@ -22,6 +22,10 @@ adapters=(
   "acp-codex-acp-2.6.0|@agentclientprotocol/codex-acp|2.6.0"
   "qwen-code-0.24.4|@qwen-code/qwen-code|0.24.4"
   "copilot-1.0.102|@github/copilot|1.0.102"
+  "opencode-1.18.33|opencode-ai|1.18.33"
+  # What opencode otherwise installs from npm into its config dir at every start (see
+  # internal/interop/opencode_test.go).
+  "opencode-plugin-1.18.33|@opencode-ai/plugin|1.18.33"
 )
 
 installed_version() { # prints the installed version of package $2 in dir $1, or nothing
@@ -57,3 +61,13 @@ for entry in "${adapters[@]}"; do
   rm -rf "$dest"
   mv "$tmp" "$dest"
 done
+
+# opencode-ai's bin/opencode.exe is a placeholder until its postinstall links in the native binary
+# of the platform package npm picked (opencode-linux-x64, …): an install without scripts or
+# optional dependencies looks complete but cannot run, so check it and drop it if not.
+oc="$root/opencode-1.18.33/node_modules/opencode-ai/bin/opencode.exe"
+if [[ "$("$oc" --version 2>/dev/null)" != 1.18.33 ]]; then
+  echo "install-adapters: $oc does not run as opencode 1.18.33 (postinstall or platform package missing); removed" >&2
+  rm -rf "$root/opencode-1.18.33"
+  exit 1
+fi

@@ -28,7 +28,8 @@ type adapter struct {
 	entry             string // script run with node, relative to the package dir
 }
 
-// Keep in step with scripts/install-adapters.sh.
+// Keep in step with scripts/install-adapters.sh (qwen-code's and opencode's pins sit next to their
+// tests).
 var (
 	claudeACP    = adapter{"claude-acp-0.101.0", "@agentclientprotocol/claude-agent-acp", "0.101.0", "dist/index.js"}
 	zedClaudeACP = adapter{"zed-claude-acp-0.23.1", "@zed-industries/claude-agent-acp", "0.23.1", "dist/index.js"}
@@ -180,6 +181,8 @@ func cleanEnv() []string {
 		case strings.HasPrefix(k, "ANTHROPIC_"), strings.HasPrefix(k, "OPENAI_"), strings.HasPrefix(k, "CLAUDE_"),
 			strings.HasPrefix(k, "CODEX_"), strings.HasPrefix(k, "BUZZ_"), strings.HasSuffix(k, "_PROXY"),
 			strings.HasSuffix(k, "_proxy"):
+			continue
+		case strings.HasPrefix(k, "OPENCODE_"): // opencode reads its config and switches from these
 			continue
 		}
 		out = append(out, kv)
