@@ -7,7 +7,7 @@
 #
 # Layout: $BUZZ_ADAPTER_CACHE/<dir>/node_modules/<package>/package.json, where <dir> is
 #   claude-acp-0.101.0, zed-claude-acp-0.23.1, zed-codex-acp-0.16.0, acp-codex-acp-2.6.0,
-#   qwen-code-0.24.4
+#   qwen-code-0.24.4, gemini-cli-0.61.0
 # (internal/interop finds the adapters by the same names).
 set -euo pipefail
 
@@ -21,6 +21,7 @@ adapters=(
   "zed-codex-acp-0.16.0|@zed-industries/codex-acp|0.16.0"
   "acp-codex-acp-2.6.0|@agentclientprotocol/codex-acp|2.6.0"
   "qwen-code-0.24.4|@qwen-code/qwen-code|0.24.4"
+  "gemini-cli-0.61.0|@google/gemini-cli|0.61.0"
 )
 
 installed_version() { # prints the installed version of package $2 in dir $1, or nothing

@@ -28,7 +28,8 @@ type adapter struct {
 	entry             string // script run with node, relative to the package dir
 }
 
-// Keep in step with scripts/install-adapters.sh.
+// Keep in step with scripts/install-adapters.sh (qwen-code-0.24.4 and gemini-cli-0.61.0 are
+// declared beside their tests, qwen_test.go and gemini_test.go).
 var (
 	claudeACP    = adapter{"claude-acp-0.101.0", "@agentclientprotocol/claude-agent-acp", "0.101.0", "dist/index.js"}
 	zedClaudeACP = adapter{"zed-claude-acp-0.23.1", "@zed-industries/claude-agent-acp", "0.23.1", "dist/index.js"}
