@@ -7,7 +7,7 @@
 #
 # Layout: $BUZZ_ADAPTER_CACHE/<dir>/node_modules/<package>/package.json, where <dir> is
 #   claude-acp-0.101.0, zed-claude-acp-0.23.1, zed-codex-acp-0.16.0, acp-codex-acp-2.6.0,
-#   qwen-code-0.24.4, copilot-1.0.102, opencode-1.18.33, opencode-plugin-1.18.33
+#   qwen-code-0.24.4, copilot-1.0.102, opencode-1.18.33, opencode-plugin-1.18.33, gemini-cli-0.61.0
 # (internal/interop finds the adapters by the same names).
 set -euo pipefail
 
@@ -26,6 +26,7 @@ adapters=(
   # What opencode otherwise installs from npm into its config dir at every start (see
   # internal/interop/opencode_test.go).
   "opencode-plugin-1.18.33|@opencode-ai/plugin|1.18.33"
+  "gemini-cli-0.61.0|@google/gemini-cli|0.61.0"
 )
 
 installed_version() { # prints the installed version of package $2 in dir $1, or nothing

@@ -1,9 +1,9 @@
 // Package fakemodel runs fake LLM APIs on 127.0.0.1 for tests: OpenAI chat completions (what
-// buzz-agent's OpenAI-compatible provider speaks), the OpenAI Responses API (what codex speaks)
-// and Anthropic Messages (buzz-agent's Anthropic provider, Claude Code). A script decides each
-// answer from the decoded request, the way a real model reacts to a conversation: stream text,
-// call tools, fail with an HTTP status, or hang mid-stream until the client goes away. Every
-// request is recorded, so tests can check what reached the model.
+// buzz-agent's OpenAI-compatible provider speaks), the OpenAI Responses API (what codex speaks),
+// Anthropic Messages (buzz-agent's Anthropic provider, Claude Code) and Gemini (gemini-cli). A
+// script decides each answer from the decoded request, the way a real model reacts to a
+// conversation: stream text, call tools, fail with an HTTP status, or hang mid-stream until the
+// client goes away. Every request is recorded, so tests can check what reached the model.
 package fakemodel
 
 import (
@@ -134,6 +134,9 @@ func (s *Server) receive(w http.ResponseWriter, r *http.Request, parse func(path
 	req.Key = r.Header.Get("X-Api-Key")
 	if req.Key == "" {
 		req.Key = strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	}
+	if req.Key == "" {
+		req.Key = r.Header.Get("X-Goog-Api-Key") // Gemini
 	}
 	s.mu.Lock()
 	s.reqs = append(s.reqs, req)

@@ -105,6 +105,32 @@ func TestRefusedResumeForgetsRecordAndFallsBackInSameTurn(t *testing.T) {
 	}
 }
 
+// A loaded session whose every prompt fails with an agent error (gemini-cli 0.61 reloads a
+// history its model refuses) is dropped after the second failure: the retry opens a new session
+// and answers, where keeping it would fail the conversation's every turn.
+func TestReopenedSessionFailingEveryPromptIsReplacedByANewSession(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	s.start(nil)
+	first := s.mention(s.ownerSK, "codeword=FIG")
+	r1 := s.waitReply(first.ID)
+	s.waitLog("turn done", 20*time.Second)
+	s.waitStored(first.ID)
+	s.kill()
+	s.start(nil, "TESTAGENT_FAIL_LOADED=1", "TESTAGENT_REPLY=answer {codeword}")
+	s.mention(s.ownerSK, "codeword?", replyTo(first.ID))
+	reply := s.waitNewReply(first.ID, r1)
+	if strings.Contains(reply.Content, "FIG") {
+		t.Fatalf("reply %q came from the loaded session, whose prompts all fail", reply.Content)
+	}
+	if loads, news, prompts := len(s.methods("session/load")), len(s.methods("session/new")), len(s.methods("session/prompt")); loads != 1 || news != 2 || prompts != 4 {
+		t.Fatalf("load ×%d new ×%d prompt ×%d; want 1, 2 (before and after) and 4 (1, 2 failing, 1)", loads, news, prompts)
+	}
+	if !strings.Contains(s.logs.String(), "prompts keep failing on the reopened session") {
+		t.Fatal("no log of the dropped session")
+	}
+}
+
 func TestNoResumeSessionsOptsOut(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)

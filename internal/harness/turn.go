@@ -399,6 +399,16 @@ func (h *Harness) retryTurn(ctx context.Context, r turnResult) {
 		h.convs.RequeueAt(in.batch, h.clock.Now().Add(wait))
 		return
 	}
+	if sess := r.session; sess != nil && sess.Resumed && sess.Turns == 0 && in.batch.Attempt >= 1 && !isTransport(r.err) {
+		// The agent reopened the session but has refused every prompt on it since: the history
+		// it reloaded may be one its model rejects every time (gemini-cli 0.61 reloads each tool
+		// result twice). Kept, it would fail this conversation's every turn; a new session loses
+		// the history but answers.
+		h.log.Warn("prompts keep failing on the reopened session; the next attempt opens a new one",
+			"channel", k.Channel, "conversation", k.String(), "session", sess.ID, "err", r.err)
+		h.convs.update(k, func(c *conversation) { c.setSession(in.slot, nil) })
+		h.store.Remove(k)
+	}
 	if h.convs.Requeue(in.batch, h.clock.Now()) {
 		h.deadLetter(ctx, in, r.err)
 		h.done(in.batch.IDs()...)

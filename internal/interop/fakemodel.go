@@ -162,3 +162,8 @@ func chatShellCall(req fakemodel.Request, id int, command string) (fakemodel.Cal
 	b, _ := json.Marshal(args)
 	return fakemodel.Call{ID: fmt.Sprintf("call_%02d", id), Name: name, Args: string(b)}, true
 }
+
+// GeminiScript plays the model for gemini-cli on a fakemodel Gemini server. Its shell tool is
+// run_shell_command with the arguments qwen-code (a fork of it) takes, and the fake turns
+// functionResponse parts into "tool" messages, so ChatScript's turn logic serves unchanged.
+func GeminiScript(reply ReplyFunc) fakemodel.Script { return ChatScript(reply) }

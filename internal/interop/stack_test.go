@@ -28,8 +28,8 @@ type adapter struct {
 	entry             string // script run with node, relative to the package dir
 }
 
-// Keep in step with scripts/install-adapters.sh (qwen-code's and opencode's pins sit next to their
-// tests).
+// Keep in step with scripts/install-adapters.sh (the newer agents' pins sit next to their tests:
+// qwen_test.go, opencode_test.go, copilot_test.go, gemini_test.go).
 var (
 	claudeACP    = adapter{"claude-acp-0.101.0", "@agentclientprotocol/claude-agent-acp", "0.101.0", "dist/index.js"}
 	zedClaudeACP = adapter{"zed-claude-acp-0.23.1", "@zed-industries/claude-agent-acp", "0.23.1", "dist/index.js"}

@@ -90,6 +90,8 @@
 //	TESTAGENT_IGNORE_CANCEL=1  while hanging, ignore session/cancel too
 //	TESTAGENT_NO_INIT=1      never answer initialize
 //	TESTAGENT_CRASH_ON_LOAD=1  exit during the first session/load (once per state dir)
+//	TESTAGENT_FAIL_LOADED=1  a session reopened by session/load answers every prompt with -32603,
+//	                         as gemini-cli 0.61 does once its model refuses the history it reloaded
 //	TESTAGENT_GARBAGE=1      print garbage lines (non-JSON, blank, unknown notification) at start and each turn
 //	TESTAGENT_SPAWN_CHILD=f  start a `sleep` child in the agent's process group and write its pid to f
 //
@@ -350,11 +352,12 @@ type agent struct {
 	running  map[string]context.CancelFunc
 	steers   map[string]chan string // a running turn's inbox for steered text
 	runs     map[string]string      // a running turn's goose run id
+	broken   map[string]bool        // TESTAGENT_FAIL_LOADED: sessions whose prompts fail
 	recMu    sync.Mutex
 }
 
 func newAgent(cfg config) *agent {
-	return &agent{cfg: cfg, ready: make(chan struct{}), sessions: map[string]*session{}, running: map[string]context.CancelFunc{}, steers: map[string]chan string{}, runs: map[string]string{}}
+	return &agent{cfg: cfg, ready: make(chan struct{}), sessions: map[string]*session{}, running: map[string]context.CancelFunc{}, steers: map[string]chan string{}, runs: map[string]string{}, broken: map[string]bool{}}
 }
 
 func (a *agent) writeGarbage() {
@@ -423,13 +426,29 @@ func (a *agent) HandleRequest(ctx context.Context, method string, params json.Ra
 				os.Exit(3)
 			}
 		}
-		return a.loadSession(params, !a.cfg.noReplay)
+		res, err := a.loadSession(params, !a.cfg.noReplay)
+		if err == nil && os.Getenv("TESTAGENT_FAIL_LOADED") == "1" {
+			var p acp.SessionIDParams
+			_ = json.Unmarshal(params, &p)
+			a.mu.Lock()
+			a.broken[p.SessionID] = true
+			a.mu.Unlock()
+		}
+		return res, err
 	case "session/resume":
 		if _, ok := a.cfg.caps["resume"]; !ok {
 			return nil, acp.MethodNotFound(method)
 		}
 		return a.loadSession(params, false)
 	case "session/prompt":
+		var p acp.SessionIDParams
+		_ = json.Unmarshal(params, &p)
+		a.mu.Lock()
+		broken := a.broken[p.SessionID]
+		a.mu.Unlock()
+		if broken {
+			return nil, acp.NewRPCError(acp.CodeInternal, "the model refused the reloaded history", nil)
+		}
 		res, err := a.prompt(ctx, params)
 		if a.cfg.recordAnswers {
 			a.record(map[string]any{"type": "answered", "method": "session/prompt answered"})
