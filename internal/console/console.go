@@ -221,7 +221,7 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 }
 
 type stateResp struct {
-	Mode     string        `json:"mode"` // "full" or "activity"
+	Mode     string        `json:"mode"`               // "full" or "activity"
 	Controls bool          `json:"controls,omitempty"` // POST /api/control works (an agent, the owner's key)
 	Remote   bool          `json:"remote,omitempty"`   // activity comes from the agent's frames
 	Owner    *person       `json:"owner,omitempty"`
