@@ -62,8 +62,9 @@ func stopRunningTurn(t *testing.T, ctx context.Context, url, agentName string) {
 	running := `#activity .turn .turn-status.running`
 	stop := `#activity .turn button.stop`
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#tab-activity`)),
-		chromedp.WaitVisible(chromedp.CSS(running)), chromedp.WaitVisible(chromedp.CSS(stop))); err != nil {
-		t.Fatalf("the running turn and its Stop button not shown: %v", err)
+		chromedp.WaitVisible(chromedp.CSS(running)), chromedp.WaitVisible(chromedp.CSS(stop)),
+		chromedp.WaitVisible(chromedp.CSS(`#activity .turn .card.prompt`))); err != nil {
+		t.Fatalf("the running turn, its prompt and its Stop button not shown: %v", err)
 	}
 	if got, err := textsOf(ctx, `#activity .turn .session-line`); err != nil || len(got) == 0 {
 		t.Errorf("session lines = %q (err %v), want the resolved session's", got, err)

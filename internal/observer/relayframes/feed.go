@@ -13,7 +13,8 @@ import (
 // translator), so an owner on another machine can show the harness's activity as the
 // in-process feed would: agent_initialized, session_resolved, turn_started and the turn's end
 // carry their feed payloads; an ACP session/update line becomes the AgentUpdate the harness
-// derives from it, any other ACP line an ACPLine. ok is false for frames the feed has no
+// derives from it, a session/prompt to the agent the Prompt card (its text blocks), any other
+// ACP line an ACPLine. ok is false for frames the feed has no
 // counterpart for (harness_started, turn_liveness, permission_terminal, control_result) and for
 // payloads that do not decode.
 func ToFeed(e observerframe.Event) (observer.Scope, observer.Payload, bool) {
@@ -51,7 +52,7 @@ func decodeAs[T observer.Payload](raw json.RawMessage) (T, bool) {
 }
 
 // acpLine is an ACP frame as the feed has it: a session/update from the agent as its
-// AgentUpdate, any other line as the raw line. A line the harness could not parse travels as a
+// AgentUpdate, a session/prompt to it as the Prompt, any other line as the raw line. A line the harness could not parse travels as a
 // JSON string.
 func acpLine(e observerframe.Event) observer.Payload {
 	dir := "recv"
@@ -67,9 +68,29 @@ func acpLine(e observerframe.Event) observer.Payload {
 		Method string          `json:"method"`
 		Params json.RawMessage `json:"params"`
 	}
-	if dir == "recv" && json.Unmarshal(e.Payload, &m) == nil && m.Method == "session/update" {
-		u := acp.ParseSessionUpdate(m.Params)
-		return observer.AgentUpdate{Kind: u.Kind, Text: u.Text, ToolCallID: u.ToolCallID, Title: u.Title, Status: u.Status}
+	if json.Unmarshal(e.Payload, &m) == nil {
+		switch {
+		case dir == "recv" && m.Method == "session/update":
+			u := acp.ParseSessionUpdate(m.Params)
+			return observer.AgentUpdate{Kind: u.Kind, Text: u.Text, ToolCallID: u.ToolCallID, Title: u.Title, Status: u.Status}
+		case dir == "send" && m.Method == "session/prompt":
+			var p struct {
+				SessionID string `json:"sessionId"`
+				Prompt    []struct {
+					Type string `json:"type"`
+					Text string `json:"text"`
+				} `json:"prompt"`
+			}
+			if json.Unmarshal(m.Params, &p) == nil {
+				blocks := []string{}
+				for _, b := range p.Prompt {
+					if b.Type == "text" {
+						blocks = append(blocks, b.Text)
+					}
+				}
+				return observer.Prompt{SessionID: p.SessionID, Blocks: blocks}
+			}
+		}
 	}
 	return observer.ACPLine{Dir: dir, Bytes: len(line), Line: line}
 }

@@ -15,7 +15,8 @@ func TestToFeedMapsEachFrameKindOntoItsFeedEvent(t *testing.T) {
 	sc := observer.Scope{ChannelID: "ch1", SessionID: "s1", TurnID: "t1"}
 	update := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"tool_call","toolCallId":"c1","title":"Run tests","status":"pending"}}}`
 	chunk := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hello there"}}}}`
-	prompt := `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"s1"}}`
+	prompt := `{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"s1","prompt":[{"type":"text","text":"[Context]"},{"type":"image","data":"…"},{"type":"text","text":"hi"}]}}`
+	cancel := `{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"s1"}}`
 	for _, c := range []struct {
 		kind, payload string
 		want          observer.Payload // nil: no feed counterpart
@@ -30,7 +31,8 @@ func TestToFeedMapsEachFrameKindOntoItsFeedEvent(t *testing.T) {
 		{observerframe.KindTurnError, `{"durationMs":7}`, observer.TurnEnded{Error: "turn failed", DurationMs: 7}},
 		{observerframe.KindACPRead, update, observer.AgentUpdate{Kind: "tool_call", ToolCallID: "c1", Title: "Run tests", Status: "pending"}},
 		{observerframe.KindACPRead, chunk, observer.AgentUpdate{Kind: "agent_message_chunk", Text: "hello there"}},
-		{observerframe.KindACPWrite, prompt, observer.ACPLine{Dir: "send", Bytes: len(prompt), Line: prompt}},
+		{observerframe.KindACPWrite, prompt, observer.Prompt{SessionID: "s1", Blocks: []string{"[Context]", "hi"}}},
+		{observerframe.KindACPWrite, cancel, observer.ACPLine{Dir: "send", Bytes: len(cancel), Line: cancel}},
 		{observerframe.KindACPRead, `"not json… [9 bytes cut]"`, observer.ACPLine{Dir: "recv", Bytes: len("not json… [9 bytes cut]"), Line: "not json… [9 bytes cut]"}},
 		{observerframe.KindTurnLiveness, `{"elapsedMs":5000}`, nil},
 		{observerframe.KindPermissionTerminal, `{"requestId":1}`, nil},
