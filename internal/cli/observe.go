@@ -3,26 +3,17 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
-	"github.com/nbd-wtf/go-nostr"
 	"github.com/spf13/cobra"
 
-	"github.com/buzz-harness/buzz/internal/client"
+	"github.com/buzz-harness/buzz/internal/observer/relayframes"
 	"github.com/buzz-harness/buzz/internal/protocol"
-	"github.com/buzz-harness/buzz/internal/protocol/observerframe"
 )
-
-// observedFrame is one line of `buzz observe`: the decrypted NIP-AO telemetry frame, with the
-// agent that sent it and the event carrying it.
-type observedFrame struct {
-	Agent   string `json:"agent"`
-	EventID string `json:"eventId"`
-	observerframe.Event
-}
 
 // observeCommand streams the observer frames (kind 24200) the owner's agents send it, decrypted,
 // as JSON lines, until interrupted. The key is the owner's (the usual --private-key).
@@ -43,55 +34,44 @@ func (a *app) observeCommand() *cobra.Command {
 }
 
 func (a *app) observe(ctx context.Context, agent string) error {
-	b, err := a.bridge() // checks the key and the relay URL as every command does
-	if err != nil {
+	if _, err := a.bridge(); err != nil { // checks the key and the relay URL as every command does
 		return err
 	}
 	sk, _ := protocol.ParseSecretKey(a.options().PrivateKey)
-	f := nostr.Filter{Kinds: []int{protocol.KindObserverFrame}, Tags: nostr.TagMap{"p": {b.PublicKey()}}}
+	var pk string
+	var err error
 	if agent != "" {
-		pk, err := protocol.ParsePubkey(agent)
-		if err != nil {
+		if pk, err = protocol.ParsePubkey(agent); err != nil {
 			return usageError("--agent: %s", err)
 		}
-		f.Authors = []string{pk}
 	}
-	live := client.NewLive(client.LiveConfig{RelayURL: a.options().RelayURL, SecretKey: sk})
+	o, err := relayframes.NewOwner(relayframes.OwnerConfig{RelayURL: a.options().RelayURL, OwnerSecret: sk, Agent: pk,
+		OnSkip: func(id string, err error) { fmt.Fprintf(a.io.Stderr, "skipped frame %s: %s\n", id, err) }})
+	if err != nil {
+		return usageError("%s", err)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ran := make(chan error, 1)
-	go func() { ran <- live.Run(ctx) }()
-	live.Subscribe("observe", f)
+	go func() { ran <- o.Run(ctx) }()
 	enc := json.NewEncoder(a.io.Stdout)
 	enc.SetEscapeHTML(false)
-	for {
-		select {
-		case <-ctx.Done():
+	// Each line is a relayframes.Frame: the agent, the event's id, then the decrypted frame.
+	for fr := range o.Frames() {
+		if err := enc.Encode(fr); err != nil {
+			cancel()
 			<-ran
-			return nil
-		case err := <-ran:
-			if ctx.Err() != nil {
-				return nil
-			}
-			return &Error{Category: "network_error", Message: "relay connection: " + err.Error(), Retryable: true, Code: ExitNetwork}
-		case in, ok := <-live.Events():
-			if !ok {
-				return nil
-			}
-			if in.Closed != "" {
-				return &Error{Category: "relay_error", Message: "relay closed the subscription: " + in.Closed, Code: ExitNetwork}
-			}
-			if in.Event == nil {
-				continue
-			}
-			e, err := observerframe.OpenTelemetry(sk, in.Event)
-			if err != nil {
-				fmt.Fprintf(a.io.Stderr, "skipped frame %s: %s\n", in.Event.ID, err)
-				continue
-			}
-			if err := enc.Encode(observedFrame{Agent: in.Event.PubKey, EventID: in.Event.ID, Event: e}); err != nil {
-				return &Error{Category: "error", Message: "write: " + err.Error(), Code: ExitOther}
-			}
+			return &Error{Category: "error", Message: "write: " + err.Error(), Code: ExitOther}
 		}
+	}
+	err = <-ran
+	var closed *relayframes.ClosedError
+	switch {
+	case err == nil || ctx.Err() != nil:
+		return nil
+	case errors.As(err, &closed):
+		return &Error{Category: "relay_error", Message: closed.Error(), Code: ExitNetwork}
+	default:
+		return &Error{Category: "network_error", Message: "relay connection: " + err.Error(), Retryable: true, Code: ExitNetwork}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/buzz-harness/buzz/internal/cmdflag"
+	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/stack"
 )
 
@@ -17,7 +18,8 @@ import (
 func (a *app) upCommand() *cobra.Command {
 	var cfg stack.Config
 	var agentArgs string
-	var printEnv bool
+	var printEnv, consoleOnly bool
+	var agent string
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Run the whole stack here: relay, harness, agent and web console (Ctrl-C stops it)",
@@ -28,12 +30,23 @@ channel in the data dir, and an owner identity in the owner dir (under your conf
 of the agent's working directory); later starts reuse them and resume the agent's channel sessions.
 
 Use --agent-command/--agent-args to run any ACP agent instead (claude-agent-acp, codex-acp, goose).
-eval "$(buzz up --print-env)" lets you use the buzz CLI as the owner.`,
+eval "$(buzz up --print-env)" lets you use the buzz CLI as the owner.
+
+--console-only serves just the web console for an agent whose harness runs elsewhere: the relay
+is --relay (BUZZ_RELAY_URL), you are the agent's owner by --private-key (BUZZ_PRIVATE_KEY), and
+--agent names the agent. Its Activity view and Stop/model controls go over the agent's observer
+frames (NIP-AO), so that harness needs its relay observer on (the default once it has an owner).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if printEnv {
 				cfg.Out = cmd.ErrOrStderr() // stdout is for eval
 				return upError(stack.PrintEnv(cmd.OutOrStdout(), cfg))
+			}
+			if consoleOnly {
+				return a.consoleOnly(cmd, cfg.ConsoleAddr, agent)
+			}
+			if agent != "" {
+				return usageError("--agent is for --console-only (buzz up runs its own agent)")
 			}
 			cfg.AgentArgs = splitComma(agentArgs)
 			cfg.Out = cmd.OutOrStdout()
@@ -59,8 +72,30 @@ eval "$(buzz up --print-env)" lets you use the buzz CLI as the owner.`,
 	f.String(&cfg.TeamInstructions, "team-instructions", "BUZZ_UP_TEAM_INSTRUCTIONS", "", "team instructions, sent as [Team Instructions]")
 	f.String(&cfg.Permissions, "permissions", "BUZZ_UP_PERMISSIONS", "allow", "answer the agent's permission requests: allow, deny, or ask (you answer in the thread or with the console's buttons)")
 	f.Bool(&cfg.NoMCP, "no-mcp", "BUZZ_UP_NO_MCP", "do not give the agent's sessions the buzz MCP server (buzz mcp)")
+	f.Bool(&consoleOnly, "console-only", "BUZZ_UP_CONSOLE_ONLY", "serve only the web console, for the agent --agent whose harness runs elsewhere on --relay; you are its owner (--private-key)")
+	f.String(&agent, "agent", "BUZZ_UP_AGENT", "", "with --console-only: the agent to watch and control (npub or hex)")
 	cmd.Flags().BoolVar(&printEnv, "print-env", false, "print BUZZ_RELAY_URL/BUZZ_PRIVATE_KEY exports for the owner (the running stack's relay URL, if one runs) and exit")
 	return cmd
+}
+
+// consoleOnly is `buzz up --console-only`: the owner's key and the relay as every command takes
+// them, the agent from --agent.
+func (a *app) consoleOnly(cmd *cobra.Command, addr, agent string) error {
+	if _, err := a.bridge(); err != nil { // checks the key and the relay URL
+		return err
+	}
+	if agent == "" {
+		return usageError("--console-only needs --agent (the agent's npub or hex pubkey)")
+	}
+	pk, err := protocol.ParsePubkey(agent)
+	if err != nil {
+		return usageError("--agent: %s", err)
+	}
+	sk, _ := protocol.ParseSecretKey(a.options().PrivateKey)
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return upError(stack.RunConsoleOnly(ctx, stack.ConsoleOnly{RelayURL: a.options().RelayURL, OwnerKey: sk, Agent: pk,
+		ConsoleAddr: addr, Out: cmd.OutOrStdout()}))
 }
 
 func upError(err error) error {

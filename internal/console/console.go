@@ -28,18 +28,23 @@ import (
 
 	"github.com/buzz-harness/buzz/internal/client"
 	"github.com/buzz-harness/buzz/internal/observer"
+	"github.com/buzz-harness/buzz/internal/observer/relayframes"
 )
 
 //go:embed static
 var staticFS embed.FS
 
 // Config configures a console. Without RelayURL/OwnerKey it serves the activity view only.
+//
+// With an agent as well, the console is the agent's owner on the relay (NIP-AO): its Stop and
+// model controls send control frames, and without a Bus (remote mode: the harness runs
+// elsewhere) its Activity view shows the agent's telemetry frames instead of the in-process feed.
 type Config struct {
 	RelayURL    string        // relay URL (ws or http); "" = activity only
 	OwnerKey    string        // hex secret key the composer posts with
 	AgentPubkey string        // hex; the agent is labelled as such in the chat
 	HomeChannel string        // the stack's #general, listed first and marked ("" = none)
-	Bus         *observer.Bus // the harness activity feed; nil = none
+	Bus         *observer.Bus // the in-process harness activity feed; nil = none (or remote mode)
 	Token       string        // "" = a fresh random token
 	Logger      *slog.Logger
 	// SecretKeys (hex) are cut out of the activity stream wherever they appear, besides what
@@ -55,6 +60,11 @@ type Server struct {
 	mux    *http.ServeMux
 	chat   *chat // nil in activity-only mode
 	static http.Handler
+	// owner is the NIP-AO owner session (nil without an agent or the owner's key): controls go
+	// through it, and in remote mode the frames it receives feed bus.
+	owner  *relayframes.Owner
+	bus    *observer.Bus // the feed the Activity view shows: cfg.Bus, or the frames' in remote mode
+	remote bool
 }
 
 // New builds a console server.
@@ -76,6 +86,19 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 		s.chat = c
+		if cfg.AgentPubkey != "" {
+			o, err := relayframes.NewOwner(relayframes.OwnerConfig{RelayURL: cfg.RelayURL, OwnerSecret: cfg.OwnerKey, Agent: cfg.AgentPubkey,
+				Logger: s.log.With("part", "console-frames"),
+				OnSkip: func(id string, err error) { s.log.Warn("observer frame skipped", "id", id, "err", err) }})
+			if err != nil {
+				return nil, err
+			}
+			s.owner = o
+		}
+	}
+	s.bus = cfg.Bus
+	if s.bus == nil && s.owner != nil {
+		s.bus, s.remote = observer.NewBus(2000), true
 	}
 	sub, _ := fs.Sub(staticFS, "static")
 	s.static = http.StripPrefix("/static/", http.FileServerFS(sub))
@@ -88,6 +111,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /api/stream", s.guard(s.stream))
 	s.mux.HandleFunc("GET /api/memory", s.guard(s.memory))
 	s.mux.HandleFunc("GET /api/turns", s.guard(s.turns))
+	s.mux.HandleFunc("POST /api/control", s.guard(s.control))
 	s.mux.HandleFunc("POST /api/upload", s.guard(s.upload))
 	s.mux.HandleFunc("GET /api/blob/{sha}", s.guard(s.blob))
 	return s, nil
@@ -99,14 +123,37 @@ func (s *Server) Token() string { return s.token }
 // URL is the address to open for a console listening on addr (host:port).
 func (s *Server) URL(addr string) string { return "http://" + addr + "/?token=" + s.token }
 
-// Run keeps the live message subscription going until ctx ends (a no-op in activity-only mode),
-// and returns once the goroutines it started are gone.
+// Run keeps the live message subscription and the owner's frame session going until ctx ends
+// (a no-op in activity-only mode), and returns once the goroutines it started are gone.
 func (s *Server) Run(ctx context.Context) error {
 	if s.chat == nil {
 		<-ctx.Done()
 		return nil
 	}
-	return s.chat.run(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	if s.owner != nil {
+		wg.Go(func() {
+			if err := s.owner.Run(ctx); err != nil {
+				s.log.Warn("observer frames: the relay session ended; controls and remote activity stop", "err", err)
+			}
+		})
+		wg.Go(func() {
+			for fr := range s.owner.Frames() {
+				if !s.remote {
+					continue // the in-process feed says it all already
+				}
+				if sc, p, ok := relayframes.ToFeed(fr.Event); ok {
+					s.bus.Publish(sc, p)
+				}
+			}
+		})
+	}
+	err := s.chat.run(ctx)
+	cancel()
+	wg.Wait()
+	return err
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -174,7 +221,9 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 }
 
 type stateResp struct {
-	Mode     string        `json:"mode"` // "full" or "activity"
+	Mode     string        `json:"mode"`               // "full" or "activity"
+	Controls bool          `json:"controls,omitempty"` // POST /api/control works (an agent, the owner's key)
+	Remote   bool          `json:"remote,omitempty"`   // activity comes from the agent's frames
 	Owner    *person       `json:"owner,omitempty"`
 	Agent    *person       `json:"agent,omitempty"`
 	Channels []channelInfo `json:"channels"`
@@ -190,6 +239,7 @@ func (s *Server) state(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadGateway, map[string]string{"error": err.Error()})
 		return
 	}
+	st.Controls, st.Remote = s.owner != nil, s.remote
 	writeJSON(w, http.StatusOK, st)
 }
 
@@ -279,8 +329,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 
 	var acts <-chan observer.Event
 	var snap []observer.Event
-	if s.cfg.Bus != nil {
-		acts, snap = s.cfg.Bus.Subscribe(ctx, 1024)
+	if s.bus != nil {
+		acts, snap = s.bus.Subscribe(ctx, 1024)
 	}
 	var msgs <-chan liveEvent
 	if s.chat != nil {

@@ -33,6 +33,12 @@ func TestConsoleActivityNamesResumeMethodOnceAndSaysWhyContextIsIncomplete(t *te
 	if err := chromedp.Do(ctx, chromedp.Navigate(url), chromedp.WaitVisible(chromedp.CSS(`.turn[data-turn="t2"] .card.ctx`))); err != nil {
 		t.Fatal(err)
 	}
+	// Nothing to control without the owner's key: no model field, no Stop on the running turns.
+	shown, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`getComputedStyle(document.getElementById("controls")).display !== "none" ||
+		[...document.querySelectorAll(".turn .stop")].some((b) => getComputedStyle(b).display !== "none")`))
+	if err != nil || shown {
+		t.Errorf("controls shown in the activity-only console (err %v)", err)
+	}
 	lines, err := textsOf(ctx, `.session-line`)
 	if err != nil || len(lines) != 1 || !strings.HasSuffix(lines[0], " via session/resume") || strings.Contains(lines[0], "session/session") {
 		t.Errorf("session lines = %q (err %v), want one ending “via session/resume”", lines, err)

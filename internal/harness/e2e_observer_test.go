@@ -13,6 +13,7 @@ import (
 	"github.com/buzz-harness/buzz/internal/client"
 	"github.com/buzz-harness/buzz/internal/clock"
 	"github.com/buzz-harness/buzz/internal/harness"
+	"github.com/buzz-harness/buzz/internal/observer/relayframes"
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/protocol/observerframe"
 	"github.com/buzz-harness/buzz/internal/protocol/ownerauth"
@@ -305,4 +306,51 @@ func TestObserverPermissionDecisionAnswersTheOwnersQuestion(t *testing.T) {
 	if p := string(term.Payload); !strings.Contains(p, `"optionId":"opt-c42"`) {
 		t.Fatalf("permission_terminal %s", p)
 	}
+}
+
+func TestOwnerClientReceivesTheTurnsFramesAndGetsItsCancelsControlResult(t *testing.T) {
+	t.Parallel()
+	s, _ := observedStackWith(t, harness.Config{}, "TESTAGENT_HANG_ON=1")
+	o, err := relayframes.NewOwner(relayframes.OwnerConfig{RelayURL: s.relay.URL, OwnerSecret: s.ownerSK, Agent: s.agentPK})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- o.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-ran; err != nil {
+			t.Errorf("owner Run: %v", err)
+		}
+	})
+	<-o.Ready()
+	s.mention(s.ownerSK, "long job")
+	var started relayframes.Frame
+	deadline := time.After(30 * time.Second)
+	for started.Kind != observerframe.KindTurnStarted {
+		select {
+		case started = <-o.Frames():
+		case <-deadline:
+			t.Fatal("no turn_started frame")
+		}
+	}
+	if started.Agent != s.agentPK || started.ChannelID != s.channel || started.TurnID == "" || started.EventID == "" {
+		t.Fatalf("turn_started %+v", started)
+	}
+	// Frames keep coming while Control waits: read them, as every Owner user must.
+	go func() {
+		for range o.Frames() {
+		}
+	}()
+	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer ccancel()
+	res, err := o.Control(cctx, observerframe.Command{Type: observerframe.CancelTurn, ChannelID: s.channel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := string(res.Payload); res.Kind != observerframe.KindControlResult || !strings.Contains(p, `"status":"sent"`) {
+		t.Fatalf("control answered %s %s", res.Kind, p)
+	}
+	s.waitRecorded("session/cancel", 1)
 }

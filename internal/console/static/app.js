@@ -33,6 +33,7 @@ async function api(path, opts) {
 
 const S = {
   mode: "",              // "full" (chat + activity) or "activity", from /api/state
+  controls: false,       // POST /api/control works: Stop and the model field are shown
   view: "chat",
   current: "",           // selected channel id
   channels: new Map(),   // id → {id, name, members}
@@ -115,6 +116,8 @@ async function loadState() {
   }
   S.owner = st.owner;
   S.agent = st.agent;
+  S.controls = !!st.controls;
+  showControls();
   $("who").textContent = "posting as " + st.owner.name + (st.agent ? " · agent: @" + st.agent.name : "");
   // The server's order (home first, then by name and id); channels seen only in activity keep
   // their place after it.
@@ -524,10 +527,13 @@ function getTurn(ch, turnId, time) {
   if (!t) {
     const status = el("span", { class: "turn-status running", text: "running…" });
     const body = el("div", { class: "turn-body" });
+    // Stop is there while the turn runs; it asks the agent's harness to cancel the channel's turn.
+    const stop = el("button", { type: "button", class: "stop", title: "Cancel this turn", text: "Stop", hidden: !S.controls });
     const node = el("article", { class: "turn", "data-turn": id },
-      el("header", {}, el("b", { text: "Turn " + (a.turns.size + 1) }), el("span", { text: fmtTime(time) }), status),
+      el("header", {}, el("b", { text: "Turn " + (a.turns.size + 1) }), el("span", { text: fmtTime(time) }), status, stop),
       body);
-    t = { id, node, body, status, tools: new Map(), lastMsg: null, history: null };
+    t = { id, node, body, status, stop, tools: new Map(), lastMsg: null, history: null };
+    stop.addEventListener("click", () => stopTurn(ch, t));
     a.turns.set(id, t);
     a.root.append(node);
     renderChannels();
@@ -702,11 +708,13 @@ const ACTIVITY = {
     put(t, el("div", { class: "card end" + (failed ? " failed" : ""), "data-stop": d.stopReason || "", text: parts.join(" · ") }));
     t.status.textContent = failed ? "failed" : (d.stopReason || "done");
     t.status.className = "turn-status " + (failed ? "failed" : "done");
+    turnOver(t);
   }),
   dead_letter: byTurn((t, d) => {
     put(t, el("div", { class: "notice", text: "Gave up on this batch: " + (d.reason || "") }));
     t.status.textContent = "dead letter";
     t.status.className = "turn-status failed";
+    turnOver(t);
   }),
   silent_turn: byTurn((t, d) => {
     const did = d.action === "fallback" ? "posted the agent's text for it" : "posted a notice";
@@ -719,6 +727,53 @@ const ACTIVITY = {
     t.status.textContent = "fallback";
   }),
 };
+
+// ---------- controls (NIP-AO control frames, sent by the server as the owner) ----------
+
+function control(req) {
+  return api("/api/control", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(req) });
+}
+
+// resultText says what the agent's harness answered (its control_result).
+function resultText(r) {
+  return r.message || (r.status || "?") + (r.error ? ": " + r.error : "");
+}
+
+function turnOver(t) {
+  if (t.stop) t.stop.remove();
+  t.stop = null;
+}
+
+async function stopTurn(ch, t) {
+  if (!t.stop) return;
+  t.stop.disabled = true;
+  const line = (text) => put(t, el("div", { class: "session-line control-line", text }));
+  try {
+    const r = await control({ type: "cancel_turn", channelId: ch });
+    line("Stop: " + resultText(r));
+  } catch (e) {
+    line("Stop failed: " + e.message);
+    if (t.stop) t.stop.disabled = false;
+  }
+}
+
+function showControls() {
+  $("controls").hidden = !S.controls;
+  for (const a of S.acts.values()) for (const t of a.turns.values()) if (t.stop) t.stop.hidden = !S.controls;
+}
+
+async function switchModel(ev) {
+  ev.preventDefault();
+  const model = $("model-id").value.trim();
+  if (!model || !S.current) return;
+  $("control-status").textContent = "switching…";
+  try {
+    const r = await control({ type: "switch_model", channelId: S.current, model });
+    $("control-status").textContent = resultText(r);
+  } catch (e) {
+    $("control-status").textContent = "Could not switch: " + e.message;
+  }
+}
 
 function onActivity(e) {
   if (e.type !== "gap") {
@@ -767,6 +822,7 @@ $("memory-reload").addEventListener("click", loadMemory);
 $("turns-reload").addEventListener("click", loadTurns);
 $("tab-activity").addEventListener("click", () => setView("activity"));
 $("composer").addEventListener("submit", send);
+$("controls").addEventListener("submit", switchModel);
 $("attach").addEventListener("click", () => $("attach-file").click());
 $("attach-file").addEventListener("change", async (e) => {
   const files = [...e.target.files];
