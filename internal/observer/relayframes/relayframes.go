@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -193,6 +194,10 @@ func (s *Sender) send(ctx context.Context, pub Publisher) {
 			s.drop()
 			continue
 		}
+		// Encrypting and signing a frame is ~0.1 ms of CPU, and buzz-acp runs on one P by default:
+		// let whatever is ready (the loop, a turn starting) run first, so a burst of frames after
+		// a turn does not hold up the next mention.
+		runtime.Gosched()
 		ev, err := observerframe.BuildTelemetry(s.cfg.AgentSecret, s.cfg.Owner, s.cfg.AuthTag, e, s.cfg.Clock.Now(), nil)
 		if err != nil {
 			s.cfg.Log.Warn("observer frame not built", "kind", e.Kind, "err", err)
