@@ -56,14 +56,18 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench-peers: -ours, -khatru and -bare are required (use `make bench-peers`)")
 		os.Exit(2)
 	}
+	// Ours runs without its per-pubkey write cap (a defence, 200 events/s by default): one key
+	// publishes the whole ingest load here, and the peers have no such cap.
+	oursArgs := func(dir string) []string {
+		return []string{"--addr", "127.0.0.1:0", "--data-dir", dir, "--max-writes-per-sec", "0"}
+	}
 	peers := []peer{
-		{name: "buzz-relay", bin: *ours, auth: true, args: func(dir string) []string { return []string{"--addr", "127.0.0.1:0", "--data-dir", dir} }},
+		{name: "buzz-relay", bin: *ours, auth: true, args: oursArgs},
 		{name: "khatru+sqlite", bin: *khatru, auth: true, args: func(dir string) []string { return []string{"-addr", "127.0.0.1:0", "-db", dir + "/khatru.db"} }},
 		{name: "verify-only", bin: *bare, args: func(string) []string { return []string{"-addr", "127.0.0.1:0"} }},
 	}
 	if *pg != "" {
-		peers = append(peers, peer{name: "buzz-relay pg A→B", bin: *ours, auth: true, pg: *pg,
-			args: func(dir string) []string { return []string{"--addr", "127.0.0.1:0", "--data-dir", dir} }})
+		peers = append(peers, peer{name: "buzz-relay pg A→B", bin: *ours, auth: true, pg: *pg, args: oursArgs})
 	}
 	if err := run(peers, *runs, load.Options{IngestEvents: *ingestEvents, FanOutEvents: *fanOutEvents, Subscribers: *subscribers}, *window); err != nil {
 		fmt.Fprintf(os.Stderr, "bench-peers: %v\n", err)
