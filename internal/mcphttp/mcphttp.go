@@ -64,6 +64,7 @@ type Bridge struct {
 	mu       sync.Mutex
 	sessions map[string]*session
 	closed   bool
+	wg       sync.WaitGroup // the server loop, and each session's reader and reaper: Close waits
 }
 
 // Options are Start's optional settings.
@@ -95,7 +96,7 @@ func Start(servers map[string]Command, opts Options) (*Bridge, error) {
 		b.idleTimeout = DefaultIdleTimeout
 	}
 	b.srv = &http.Server{Handler: b.handler(opts.Stderr), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = b.srv.Serve(ln) }()
+	b.wg.Go(func() { _ = b.srv.Serve(ln) })
 	return b, nil
 }
 
@@ -105,7 +106,8 @@ func (b *Bridge) URL(name string) string { return b.url + "/" + name }
 // Authorization is the Authorization header value every request must carry.
 func (b *Bridge) Authorization() string { return "Bearer " + b.secret }
 
-// Close stops listening and ends every session's process.
+// Close stops listening, ends every session's process and waits until they are reaped (a
+// server that ignores the end of its stdin is killed after 5 s).
 func (b *Bridge) Close() error {
 	b.mu.Lock()
 	b.closed = true
@@ -118,6 +120,7 @@ func (b *Bridge) Close() error {
 	for _, s := range all {
 		s.close()
 	}
+	b.wg.Wait()
 	return err
 }
 
@@ -243,22 +246,29 @@ func (b *Bridge) startSession(name string, c Command, stderr func(string) io.Wri
 		return nil, err
 	}
 	s := &session{id: rand.Text(), server: name, cmd: cmd, stdin: stdin, idleFor: b.idleTimeout,
-		waiting: map[string]chan []byte{}, done: make(chan struct{})}
+		waiting: map[string]chan []byte{}, done: make(chan struct{}), tasks: &b.wg}
 	s.onClose = func() {
 		b.mu.Lock()
 		delete(b.sessions, s.id)
 		b.mu.Unlock()
 	}
 	b.mu.Lock()
-	if b.closed {
+	if b.closed { // Close may be waiting already: reap here rather than on its WaitGroup
 		b.mu.Unlock()
-		s.close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
 		return nil, errors.New("bridge closed")
 	}
 	s.idle = time.AfterFunc(b.idleTimeout, s.close)
 	b.sessions[s.id] = s
+	// Counted before Close can see the session: its reader, and its reaper, which close starts
+	// (once, from whichever end comes first: DELETE, idle, the server's exit, Close).
+	b.wg.Add(2)
 	b.mu.Unlock()
-	go s.read(stdout, b.log)
+	go func() {
+		defer b.wg.Done()
+		s.read(stdout, b.log)
+	}()
 	return s, nil
 }
 
@@ -269,6 +279,7 @@ type session struct {
 	idleFor    time.Duration
 	idle       *time.Timer // ends the session after idleFor without a request
 	onClose    func()
+	tasks      *sync.WaitGroup // the bridge's: counts this session's reaper from its start
 
 	wmu   sync.Mutex // one message at a time on stdin
 	stdin io.WriteCloser
@@ -348,7 +359,10 @@ func (s *session) read(stdout io.Reader, log *slog.Logger) {
 			ch := s.waiting[string(m.ID)]
 			s.mu.Unlock()
 			if ch != nil {
-				ch <- line
+				select {
+				case ch <- line:
+				default: // a second answer to one id: the first one stands, the reader goes on
+				}
 			}
 		case m.isRequest():
 			refusal, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": m.ID,
@@ -379,6 +393,7 @@ func (s *session) close() {
 	_ = s.stdin.Close()
 	s.wmu.Unlock()
 	go func() {
+		defer s.tasks.Done()
 		t := time.AfterFunc(5*time.Second, func() { _ = s.cmd.Process.Kill() })
 		_ = s.cmd.Wait()
 		t.Stop()
