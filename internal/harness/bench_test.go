@@ -99,8 +99,10 @@ func benchOverhead(b *testing.B, channels, samples int, start func(s *stack, act
 	for i, ch := range ids {
 		post(ch, fmt.Sprintf("warm %d", i))
 	}
-	s.waitRecordedFor(channels, 5*time.Minute)
-	s.waitAnsweredFor(channels, time.Minute)
+	// One counter of each for the whole run: each wait then reads only what the agent appended.
+	prompts, answers := &promptCounter{}, &promptCounter{method: "session/prompt answered"}
+	s.waitCounted(prompts, channels, 5*time.Minute, "received")
+	s.waitCounted(answers, channels, time.Minute, "answered")
 	rssAfter := rssKiB(b, s.harness.Process.Pid)
 
 	// Measure: one mention at a time, spread over the channels. A conversation's next turn waits
@@ -121,12 +123,12 @@ func benchOverhead(b *testing.B, channels, samples int, start func(s *stack, act
 			time.Sleep(wait) // pacing between samples, not measured
 		}
 		post(ch, fmt.Sprintf("sample %d", i))
-		s.waitRecordedFor(channels+i+1, time.Minute)
+		s.waitCounted(prompts, channels+i+1, time.Minute, "received")
 		lastPrompt[ch] = time.Now()
 		// One mention at a time: the next goes once the agent has answered this one. Posted
 		// while the agent still works, a mention waits for the agent (one turn at a time per
 		// process), and the sample times the agent's turn on a busy machine, not the harness.
-		s.waitAnsweredFor(channels+i+1, time.Minute)
+		s.waitCounted(answers, channels+i+1, time.Minute, "answered")
 	}
 	lat := promptLatencies(b, activity)
 	if len(lat) < samples {
@@ -172,29 +174,22 @@ func (s *stack) startCeiling(activity string, _ int) {
 	s.run(cmd, logs)
 }
 
-// waitRecordedFor waits until the test agent has recorded n prompts. It reads only what the agent
-// appended since its last look: re-parsing the whole record file (megabytes at 1,000 channels)
-// every few milliseconds took a core away from the buzz-acp being measured.
+// waitRecordedFor waits until the test agent has recorded n prompts.
 func (s *stack) waitRecordedFor(n int, timeout time.Duration) {
 	s.t.Helper()
-	var c promptCounter
-	deadline := time.Now().Add(timeout)
-	for c.count(s.record) < n {
-		if time.Now().After(deadline) {
-			s.t.Fatalf("agent received %d prompts, want %d", c.n, n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	s.waitCounted(&promptCounter{}, n, timeout, "received")
 }
 
-// waitAnsweredFor waits until the test agent has answered n prompts (TESTAGENT_RECORD_ANSWERS).
-func (s *stack) waitAnsweredFor(n int, timeout time.Duration) {
+// waitCounted waits until c counts n records in the agent's record file (what: how the failure
+// names them). c reads only what the agent appended since its last look, so a caller that waits
+// again and again keeps one counter: re-parsing the whole record file (megabytes at 1,000
+// channels) for every wait took a core away from the buzz-acp being measured.
+func (s *stack) waitCounted(c *promptCounter, n int, timeout time.Duration, what string) {
 	s.t.Helper()
-	c := promptCounter{method: "session/prompt answered"}
 	deadline := time.Now().Add(timeout)
 	for c.count(s.record) < n {
 		if time.Now().After(deadline) {
-			s.t.Fatalf("agent answered %d prompts, want %d", c.n, n)
+			s.t.Fatalf("agent %s %d prompts, want %d", what, c.n, n)
 		}
 		time.Sleep(time.Millisecond)
 	}
