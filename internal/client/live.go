@@ -428,11 +428,19 @@ func (l *Live) Publish(ctx context.Context, ev *nostr.Event) error {
 	if err := l.WaitConnected(ctx); err != nil {
 		return err
 	}
+	return l.publishNow(ctx, ev)
+}
+
+var errNotConnected = errors.New("relay connection lost before publish")
+
+// publishNow sends a signed ev on the current connection and waits for its OK; with no
+// connection it fails at once (errNotConnected).
+func (l *Live) publishNow(ctx context.Context, ev *nostr.Event) error {
 	ch := make(chan okResult, 1)
 	l.mu.Lock()
 	if l.out == nil || !l.queueLocked(l.out, []any{"EVENT", ev}) {
 		l.mu.Unlock()
-		return errors.New("relay connection lost before publish")
+		return errNotConnected
 	}
 	l.pending[ev.ID] = ch
 	l.mu.Unlock()

@@ -55,6 +55,16 @@ type bridgeClient interface {
 	Query(ctx context.Context, filters ...client.Filter) ([]nostr.Event, error)
 }
 
+// socketFirst is the bridge with its publishes going over the socket while it is up.
+type socketFirst struct {
+	*client.Bridge
+	pub *client.Publisher
+}
+
+func (s socketFirst) Publish(ctx context.Context, ev *nostr.Event) (client.PublishResult, error) {
+	return s.pub.Publish(ctx, ev)
+}
+
 // acker is the acknowledgement part. Its hooks are called from the harness loop; its state is
 // shared with the publish goroutines under mu.
 type acker struct {
@@ -282,7 +292,7 @@ func (a *acker) async(f func(ctx context.Context)) {
 	}
 }
 
-// publish sends ev over the bridge and reports whether the relay took it.
+// publish sends ev (over the socket while it is up) and reports whether the relay took it.
 func (a *acker) publish(ctx context.Context, ev *nostr.Event) bool {
 	res, err := a.bridge.Publish(ctx, ev)
 	switch {

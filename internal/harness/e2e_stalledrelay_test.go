@@ -108,22 +108,28 @@ func (p *stallProxy) upstream(c, up net.Conn) {
 	defer up.Close()
 	buf := make([]byte, 32<<10)
 	var g *gate
+	var frames *wsFrames // after the upgrade: what buzz-acp sends, frame by frame
 	for first := true; ; first = false {
 		n, err := c.Read(buf)
 		if n > 0 {
+			out, seen := buf[:n], buf[:n]
+			if frames != nil {
+				out, seen = frames.add(buf[:n])
+			}
 			if first && bytes.Contains(bytes.ToLower(buf[:n]), []byte("upgrade: websocket")) {
 				g = &gate{}
 				p.mu.Lock()
 				p.ws = append(p.ws, g)
 				p.mu.Unlock()
+				frames = &wsFrames{}
 			}
 			if g != nil {
 				g.wait()
 			}
-			if p.swallowed(buf[:n]) {
+			if p.swallowed(seen) {
 				return
 			}
-			if _, err := up.Write(buf[:n]); err != nil {
+			if _, err := up.Write(out); err != nil {
 				return
 			}
 		}
@@ -131,6 +137,54 @@ func (p *stallProxy) upstream(c, up net.Conn) {
 			return
 		}
 	}
+}
+
+// wsFrames cuts the client side of a WebSocket into whole frames. A client masks each frame's
+// payload, so a marker in a publish is not in the bytes on the wire: add returns the whole
+// frames received so far as they were sent (out) and their payloads unmasked (seen).
+type wsFrames struct{ pending []byte }
+
+func (w *wsFrames) add(b []byte) (out, seen []byte) {
+	w.pending = append(w.pending, b...)
+	for {
+		f := w.pending
+		if len(f) < 2 {
+			break
+		}
+		n, head := int(f[1]&0x7f), 2
+		switch n {
+		case 126:
+			if len(f) < 4 {
+				return out, seen
+			}
+			n, head = int(f[2])<<8|int(f[3]), 4
+		case 127:
+			if len(f) < 10 {
+				return out, seen
+			}
+			n, head = 0, 10
+			for _, c := range f[2:10] {
+				n = n<<8 | int(c)
+			}
+		}
+		var key []byte
+		if f[1]&0x80 != 0 {
+			key, head = f[head:min(head+4, len(f))], head+4
+		}
+		if len(f) < head+n {
+			break
+		}
+		payload := slices.Clone(f[head : head+n])
+		for i := range payload {
+			if key != nil {
+				payload[i] ^= key[i%4]
+			}
+		}
+		out, seen = append(out, f[:head+n]...), append(seen, payload...)
+		w.pending = f[head+n:]
+	}
+	w.pending = slices.Clone(w.pending)
+	return out, seen
 }
 
 // swallowed reports whether b holds the swallow marker, then waits for drop; it also counts

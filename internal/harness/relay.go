@@ -21,12 +21,13 @@ import (
 
 const fetchTimeout = 3 * time.Second
 
-// relayClient is the harness's one-shot calls to the relay over the HTTP bridge: the reads a
-// prompt needs (standing context, thread or conversation context, profiles), membership lookups,
-// and publishes. Turn goroutines and the loop share it; only the profile cache is mutable.
+// relayClient is the harness's one-shot calls to the relay: over the HTTP bridge the reads a
+// prompt needs (standing context, thread or conversation context, profiles) and membership
+// lookups; publishes over the socket while it is up (client.Publisher). Turn goroutines and the loop share it; only the profile cache is mutable.
 type relayClient struct {
 	bridge   *client.Bridge
-	self     string // the agent's pubkey hex
+	pub      *client.Publisher // publishes: over the socket while it is up, else the bridge
+	self     string            // the agent's pubkey hex
 	cfg      *Config
 	log      *slog.Logger
 	clock    clock.Clock
@@ -387,9 +388,9 @@ func (rc *relayClient) publishLater(ctx context.Context, tasks *sync.WaitGroup, 
 	})
 }
 
-// publish sends one event through the bridge; failures are logged, never retried.
+// publish sends one event (rc.pub); failures are logged, never retried.
 func (rc *relayClient) publish(ctx context.Context, ev *nostr.Event) {
-	res, err := rc.bridge.Publish(ctx, ev)
+	res, err := rc.pub.Publish(ctx, ev)
 	if err != nil {
 		rc.log.Warn("publish failed", "kind", ev.Kind, "err", err)
 		return
