@@ -25,6 +25,7 @@ func testKey(t testing.TB) (sk, pk string) {
 // Discovery pages with a page far smaller than the channel count (as a relay capping its query
 // limit would force): every channel is found, once, and the owner's are marked as shared.
 func TestDiscoveryPagesPastTheQueryLimitAndFindsEveryChannel(t *testing.T) {
+	t.Parallel()
 	r := relaytest.Start(t)
 	ownerSK, ownerPK := testKey(t)
 	strangerSK, _ := testKey(t)
@@ -70,6 +71,7 @@ func TestDiscoveryPagesPastTheQueryLimitAndFindsEveryChannel(t *testing.T) {
 // Others added the agent to more channels than discovery reads (here 2 pages of 4): the
 // channels the owner shares are found all the same.
 func TestDiscoveryFindsTheOwnersChannelsPastItsPageBound(t *testing.T) {
+	t.Parallel()
 	r := relaytest.Start(t)
 	ownerSK, ownerPK := testKey(t)
 	strangerSK, _ := testKey(t)
@@ -143,6 +145,7 @@ func openDM(t *testing.T, r *relaytest.Server, sk string, others ...string) stri
 // added the agent to, is. The owner's channels are found past the flood and marked; the DMs
 // are not marked.
 func TestGroupDMsNamingTheOwnerDoNotMakeAChannelTheOwners(t *testing.T) {
+	t.Parallel()
 	r := relaytest.Start(t)
 	ownerSK, ownerPK := testKey(t)
 	strangerSK, _ := testKey(t)
@@ -176,6 +179,7 @@ func TestGroupDMsNamingTheOwnerDoNotMakeAChannelTheOwners(t *testing.T) {
 // The home channel is found and comes first however many newer channels others added the agent
 // to, even when the owner did not create it.
 func TestDiscoveryPutsTheHomeChannelFirstPastItsPageBound(t *testing.T) {
+	t.Parallel()
 	r := relaytest.Start(t)
 	_, ownerPK := testKey(t)
 	strangerSK, _ := testKey(t)

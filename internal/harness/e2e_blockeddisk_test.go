@@ -20,6 +20,7 @@ import (
 // The loop never waits for one: three threads are answered and an owner command is carried out
 // while the writes hang; once the disk answers, the store holds every session.
 func TestLoopAnswersOtherConversationsWhileStateWritesBlock(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	stalled, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once

@@ -9,6 +9,7 @@ import (
 // every event it makes, the session it opened — the console and observers place the turn's
 // activity by it.
 func TestFirstTurnOfANewSessionNamesItsSessionInTheFeed(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	activity := filepath.Join(t.TempDir(), "activity.jsonl")
 	s.start([]string{"--activity-log", activity})

@@ -46,6 +46,7 @@ func (s *stack) prompted(id string) bool {
 }
 
 func TestFollowUpWithoutAMentionInAThreadTheAgentRepliedInIsAnswered(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil)
 	root, reply := s.answeredThread("first question")
@@ -66,6 +67,7 @@ func TestFollowUpWithoutAMentionInAThreadTheAgentRepliedInIsAnswered(t *testing.
 }
 
 func TestThreadFollowOffNeedsAMentionAgain(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--thread-follow=false"})
 	root := s.mention(s.ownerSK, "first question")
@@ -81,6 +83,7 @@ func TestThreadFollowOffNeedsAMentionAgain(t *testing.T) {
 // Other agents' messages never continue a thread on their own, whatever the author gate says:
 // not one that carries an agent's NIP-OA tag, not one whose author publishes an agent profile.
 func TestAnotherAgentsMessageNeverContinuesAFollowedThread(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	botSK, botPK := newKey(t)
 	s.relay.Publish(t, botSK, nostr.Event{Kind: protocol.KindAgentProfile, Content: "{}", CreatedAt: nostr.Now()})
@@ -97,6 +100,7 @@ func TestAnotherAgentsMessageNeverContinuesAFollowedThread(t *testing.T) {
 }
 
 func TestPersonsFollowUpIsAnsweredUnderTheAnyoneGate(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	personSK, personPK := newKey(t)
 	s.relay.Publish(t, personSK, nostr.Event{Kind: protocol.KindProfile, Content: `{"name":"Pat"}`, CreatedAt: nostr.Now()})
@@ -107,6 +111,7 @@ func TestPersonsFollowUpIsAnsweredUnderTheAnyoneGate(t *testing.T) {
 }
 
 func TestReplyThatMentionsSomeoneElseIsNotTakenAsAFollowUp(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil)
 	root, reply := s.answeredThread("question")
@@ -122,6 +127,7 @@ func TestReplyThatMentionsSomeoneElseIsNotTakenAsAFollowUp(t *testing.T) {
 // Only threads the agent replied in are followed: a new top-level message, or one in another
 // channel, still needs a mention.
 func TestOtherThreadsAndChannelsStayMentionOnly(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	other := s.relay.CreateChannel(t, s.ownerSK, "other", false)
 	s.relay.AddMember(t, s.ownerSK, other, s.agentPK, "bot")
@@ -138,6 +144,7 @@ func TestOtherThreadsAndChannelsStayMentionOnly(t *testing.T) {
 }
 
 func TestFollowedMessageTheAgentLeavesUnansweredGetsNoNoticeNorFallback(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil, "TESTAGENT_SKIP_FOLLOWED=1")
 	root, reply := s.answeredThread("question")
@@ -156,6 +163,7 @@ func TestFollowedMessageTheAgentLeavesUnansweredGetsNoNoticeNorFallback(t *testi
 }
 
 func TestFollowedThreadsSurviveARestart(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil)
 	root, reply := s.answeredThread("question")
@@ -175,6 +183,7 @@ func TestFollowedThreadsSurviveARestart(t *testing.T) {
 }
 
 func TestFollowedThreadsAreRebuiltFromTheRelayForANewStateDir(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil)
 	root, reply := s.answeredThread("question")

@@ -57,6 +57,7 @@ func (s *stack) promptsWith(text string) int {
 }
 
 func TestDueReminderWakesItsConversationOnceAndIsMarkedDone(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil)
 	m := s.mention(s.ownerSK, "remind yourself to check the build")
@@ -80,6 +81,7 @@ func TestDueReminderWakesItsConversationOnceAndIsMarkedDone(t *testing.T) {
 // after the restart: the journal replays it, and the due reminder the relay still holds is not
 // queued a second time.
 func TestDueReminderIsAnsweredOnceWhenBuzzACPIsKilledDuringItsTurn(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil, "TESTAGENT_HANG_ON=2")
 	m := s.mention(s.ownerSK, "hello")
@@ -101,6 +103,7 @@ func TestDueReminderIsAnsweredOnceWhenBuzzACPIsKilledDuringItsTurn(t *testing.T)
 
 // Killed before the reminder fell due, buzz-acp finds it due in its backlog on restart.
 func TestReminderDueWhileBuzzACPWasDownWakesItOnRestart(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil)
 	m := s.mention(s.ownerSK, "hello")

@@ -55,6 +55,7 @@ func (s *stack) waitMarked(id, marker string) nostr.Event {
 }
 
 func TestAnswerOnlyInSessionTextIsPostedOnceAsAFallbackInTheThread(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil, "TESTAGENT_NO_CLI=1")
 	m := s.mention(s.ownerSK, "what is two and two")
@@ -78,6 +79,7 @@ func TestAnswerOnlyInSessionTextIsPostedOnceAsAFallbackInTheThread(t *testing.T)
 }
 
 func TestStatusCountsSilentTurnsAndPostedFallbacks(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil, "TESTAGENT_NO_CLI=1")
 	s.waitMarked(s.mention(s.ownerSK, "hello").ID, harness.FallbackMarker)
@@ -91,6 +93,7 @@ func TestStatusCountsSilentTurnsAndPostedFallbacks(t *testing.T) {
 // is on its way (it never reaches the relay). The next start posts that same reply, once, and
 // does not prompt the agent again.
 func TestFallbackDecidedBeforeASIGKILLIsPostedOnceByTheNextStart(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	proxy := startStallProxy(t, s.relay.URL)
 	proxy.swallow(harness.FallbackMarker)
@@ -124,6 +127,7 @@ func TestFallbackDecidedBeforeASIGKILLIsPostedOnceByTheNextStart(t *testing.T) {
 }
 
 func TestSendWithoutAKeyGetsANoticeNamingTheMissingKeyAndNoFallback(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil, "TESTAGENT_DROP_KEY=1", "TESTAGENT_SEND_FAILS=continue", "TESTAGENT_FINAL_TEXT=")
 	m := s.mention(s.ownerSK, "reply please")
@@ -138,6 +142,7 @@ func TestSendWithoutAKeyGetsANoticeNamingTheMissingKeyAndNoFallback(t *testing.T
 }
 
 func TestSendTheRelayRefusesGetsANoticeNamingTheChannel(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	stranger := s.relay.CreateChannel(t, s.ownerSK, "not-joined", true) // private: only members post
 	s.start(nil, "TESTAGENT_SEND_CHANNEL="+stranger, "TESTAGENT_SEND_FAILS=continue", "TESTAGENT_FINAL_TEXT=")
@@ -148,6 +153,7 @@ func TestSendTheRelayRefusesGetsANoticeNamingTheChannel(t *testing.T) {
 }
 
 func TestSendDeniedByThePermissionModeGetsANoticeSayingSo(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil, "TESTAGENT_DENY_SEND=1", "TESTAGENT_SEND_FAILS=continue", "TESTAGENT_FINAL_TEXT=")
 	n := s.waitMarked(s.mention(s.ownerSK, "reply please").ID, harness.FailureMarker)
@@ -157,6 +163,7 @@ func TestSendDeniedByThePermissionModeGetsANoticeSayingSo(t *testing.T) {
 }
 
 func TestPublishResponseOffPostsANoticeInsteadOfTheText(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start([]string{"--publish-response", "off"}, "TESTAGENT_NO_CLI=1")
 	m := s.mention(s.ownerSK, "hello")
@@ -169,6 +176,7 @@ func TestPublishResponseOffPostsANoticeInsteadOfTheText(t *testing.T) {
 // The agent ends its turn with its answer in text and sends the same answer with the CLI a
 // moment later: the sent reply is the answer, and no fallback follows it.
 func TestAReplyThatLandsLateWinsOverTheFallback(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	// On a fake clock the safety net's settle ends only when the test says so: after the late
 	// reply has landed, however slow the machine.
@@ -203,6 +211,7 @@ func TestAReplyThatLandsLateWinsOverTheFallback(t *testing.T) {
 // fake clock; a mention afterwards, whose fallback the clock also brings, shows the heartbeat's
 // turn is long over.
 func TestHeartbeatThatEndsWithTextPostsNothing(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	clk := clock.NewFake(time.Now())
 	cancel, _ := s.runInProcess(t, harness.Config{Clock: clk, HeartbeatInterval: 10 * time.Second, HeartbeatAlways: true}, "TESTAGENT_NO_CLI=1")

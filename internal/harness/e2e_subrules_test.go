@@ -46,6 +46,7 @@ func writeRules(t *testing.T, doc string) string {
 // TestConfigRuleListensToAForumWithoutAMention: a forum rule hears posts in its channel that
 // mention nobody, while the general channel still needs a mention (no --no-mention-filter).
 func TestConfigRuleListensToAForumWithoutAMention(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	forum := s.forumChannel("ideas")
 	rules := writeRules(t, `
@@ -80,6 +81,7 @@ require_mention = true
 
 // TestConfigFilterDecidesWhichEventsStartTurns: the filter expression reads the content.
 func TestConfigFilterDecidesWhichEventsStartTurns(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	rules := writeRules(t, `
 [[rules]]
@@ -100,6 +102,7 @@ filter = 'str_contains(content, "deploy") && author == "`+s.ownerPK+`"'
 // TestChannelNoRuleCoversIsNotSubscribed: a rule for one channel leaves the others unheard,
 // mentions included.
 func TestChannelNoRuleCoversIsNotSubscribed(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	forum := s.forumChannel("ideas")
 	rules := writeRules(t, "[[rules]]\nname = \"forum\"\nchannels = [\""+forum+"\"]\n")
@@ -110,6 +113,7 @@ func TestChannelNoRuleCoversIsNotSubscribed(t *testing.T) {
 }
 
 func TestConfigFilterThatDoesNotParseStopsTheStartNamingTheRule(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	rules := writeRules(t, "[[rules]]\nname = \"broken\"\nchannels = \"all\"\nfilter = 'kind =='\n")
 	cmd, logs := s.command([]string{"--subscribe", "config", "--config", rules})

@@ -326,6 +326,7 @@ func (s *stack) methods(name string) []record {
 }
 
 func TestMentionGetsThreadedReply(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	s.start(nil)
 	m := s.mention(s.ownerSK, "hello agent")

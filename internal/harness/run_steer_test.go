@@ -12,6 +12,7 @@ import (
 // turn goroutines and the native steer calls together): a colleague's message is steered into a
 // running turn natively, and the owner's interrupts another turn, which is cancelled and merged.
 func TestSteerAndInterruptInProcess(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	otherSK, otherPK := newKey(t)
 	s.relay.AddMember(t, s.ownerSK, s.channel, otherPK, "member")

@@ -108,6 +108,7 @@ func TestSiblingLookupRefusesAnAttestationExpiredBeforeNow(t *testing.T) {
 // maxStrangerLookups relay reads per window there, not one each; the window's end restores the
 // budget, and a lookup that finds a sibling does not use it up.
 func TestStrangerSiblingLookupsAreBoundedPerChannel(t *testing.T) {
+	t.Parallel()
 	srv, queries := memoryRelay(t, http.StatusOK, "[]")
 	owner, _ := nostr.GetPublicKey(nostr.GeneratePrivateKey())
 	clk := clock.NewFake(time.Unix(1_000_000, 0))
