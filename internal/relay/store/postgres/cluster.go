@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -26,6 +27,7 @@ import (
 // Notice kinds, the first field of a payload "<kind> <node> <rest>".
 const (
 	noticeEvent     = "e" // rest: seqs of stored events, comma-separated (one transaction's)
+	noticeSaved     = "s" // rest: lines "<seq> <channel id or -> <event JSON>" of stored events
 	noticeChannel   = "c" // rest: channel id whose row or members changed
 	noticeEphemeral = "x" // rest: "<channel id or -> <event JSON>"
 )
@@ -47,28 +49,66 @@ func (t *pgTx) notify(kind, rest string) error {
 	return err
 }
 
-// announce notifies the events the transaction saved: their seqs in as few notices as fit,
-// rather than one notice (and one round trip) per event.
+// savedEvent is an event a transaction stored, by its seq.
+type savedEvent struct {
+	seq     int64
+	ev      *nostr.Event
+	channel string
+}
+
+// announce notifies the events the transaction saved, in as few notices as fit rather than one
+// (and one round trip) per event: the events themselves (noticeSaved), so the other nodes fan
+// them out without reading them back, and their seqs (noticeEvent), which a node that does not
+// know noticeSaved (an older one, mid-upgrade) loads them by. A node that took an event from the
+// first has its seq and skips it in the second. An event too large for a notice goes by seq
+// only. All the notices go in one statement.
 func (t *pgTx) announce() error {
-	room := maxNotifyBytes - len(noticeEvent+" "+t.s.node+" ")
-	var list []byte
-	for _, seq := range t.stored {
-		n := strconv.FormatInt(seq, 10)
-		if len(list) > 0 && len(list)+1+len(n) > room {
-			if err := t.notify(noticeEvent, string(list)); err != nil {
-				return err
+	var notices []string
+	pack := func(kind string, sep byte, items []string) {
+		prefix := kind + " " + t.s.node + " "
+		var b []byte
+		for _, it := range items {
+			if len(b) > 0 && len(prefix)+len(b)+1+len(it) > maxNotifyBytes {
+				notices, b = append(notices, prefix+string(b)), b[:0]
 			}
-			list = list[:0]
+			if len(b) > 0 {
+				b = append(b, sep)
+			}
+			b = append(b, it...)
 		}
-		if len(list) > 0 {
-			list = append(list, ',')
+		if len(b) > 0 {
+			notices = append(notices, prefix+string(b))
 		}
-		list = append(list, n...)
 	}
-	if len(list) == 0 {
+	inlineRoom := maxNotifyBytes - len(noticeSaved+" "+t.s.node+" ")
+	var saved, seqs []string
+	for _, e := range t.stored {
+		seq := strconv.FormatInt(e.seq, 10)
+		seqs = append(seqs, seq)
+		body, err := json.Marshal(e.ev)
+		if err != nil {
+			continue
+		}
+		ch := cmp.Or(text(e.channel), "-")
+		if line := seq + " " + ch + " " + string(body); len(line) <= inlineRoom {
+			saved = append(saved, line)
+		}
+	}
+	pack(noticeSaved, '\n', saved) // JSON holds no raw newline
+	pack(noticeEvent, ',', seqs)
+	if len(notices) == 0 {
 		return nil
 	}
-	return t.notify(noticeEvent, string(list))
+	q, args := `SELECT`, []any{t.s.topic}
+	for i, n := range notices {
+		if i > 0 {
+			q += ","
+		}
+		q += fmt.Sprintf(" pg_notify($1, $%d)", i+2)
+		args = append(args, n)
+	}
+	_, err := t.tx.Exec(t.ctx, q, args...)
+	return err
 }
 
 // Publish passes an ephemeral (never stored) event to the other nodes.
@@ -263,6 +303,22 @@ func (s *Store) follow(ctx context.Context, p Peer, seen *recentSeqs, last *int6
 		kind, rest, _ := strings.Cut(n.Payload, " ")
 		node, rest, _ := strings.Cut(rest, " ")
 		switch kind {
+		case noticeSaved:
+			for _, line := range strings.Split(rest, "\n") {
+				f, body, _ := strings.Cut(line, " ")
+				ch, body, _ := strings.Cut(body, " ")
+				seq, err := strconv.ParseInt(f, 10, 64)
+				var ev nostr.Event
+				// Marked seen only once taken: otherwise the seq notice that follows loads it.
+				if err != nil || node == s.node || p.Stored == nil || json.Unmarshal([]byte(body), &ev) != nil || !seen.add(seq) {
+					continue
+				}
+				*last = max(*last, seq)
+				if ch == "-" {
+					ch = ""
+				}
+				p.Stored(&ev, ch)
+			}
 		case noticeEvent:
 			var fresh []int64
 			for _, f := range strings.Split(rest, ",") {

@@ -2,6 +2,9 @@ package postgres_test
 
 import (
 	"context"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -126,5 +129,65 @@ func TestFollowSkipsTheNodesOwnEvents(t *testing.T) {
 	}
 	if got := next(t, stored, "an event"); got != "theirs" {
 		t.Fatalf("handed on %q, want only the other node's event", got)
+	}
+}
+
+// A stored event goes to the other nodes twice in one statement: inside a noticeSaved, which
+// they fan out without reading it back, and by seq, which a node of an older version (that
+// knows only the seq notice) loads it by.
+func TestStoredEventIsNotifiedWholeAndBySeqForOlderNodes(t *testing.T) {
+	url := pgtest.URL(t)
+	y := open(t, url)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{y.Topic()}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	ev := signedNote(t, "fan me out")
+	if err := y.Update(ctx, func(tx store.Tx) error { return tx.SaveEvent(ev, "") }); err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for len(kinds) < 2 {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("notices so far %v: %v", kinds, err)
+		}
+		kind, rest, _ := strings.Cut(n.Payload, " ")
+		_, rest, _ = strings.Cut(rest, " ") // the node
+		switch kind {
+		case "s":
+			if !strings.Contains(rest, ev.ID) || !strings.Contains(rest, `"fan me out"`) {
+				t.Fatalf("saved-event notice %q lacks the event", rest)
+			}
+		case "e":
+			if _, err := strconv.ParseInt(rest, 10, 64); err != nil {
+				t.Fatalf("seq notice %q is not one seq", rest)
+			}
+		}
+		kinds = append(kinds, kind)
+	}
+	if !slices.Equal(kinds, []string{"s", "e"}) {
+		t.Fatalf("notices %v, want the event, then its seq", kinds)
+	}
+}
+
+func TestEventTooLargeForANoticeReachesTheOtherNodeBySeq(t *testing.T) {
+	url := pgtest.URL(t)
+	x, y := open(t, url), open(t, url)
+	stored, up := follow(t, x, 0)
+	next(t, up, "the feed")
+	big := strings.Repeat("x", 9000) // past PostgreSQL's 8000-byte notice payload
+	if err := y.Update(context.Background(), func(tx store.Tx) error { return tx.SaveEvent(signedNote(t, big), "") }); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(t, stored, "the large event"); got != big {
+		t.Fatalf("handed on %d bytes, want the 9000-byte event", len(got))
 	}
 }

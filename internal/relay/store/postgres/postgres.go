@@ -195,7 +195,7 @@ type pgTx struct {
 	ctx    context.Context
 	tx     pgx.Tx
 	s      *Store
-	stored []int64 // seqs of the events saved, for announce
+	stored []savedEvent // the events saved, for announce
 
 	later *saveLater // a batch's: plain events are saved together at its end (writer.go)
 	req   int        // the batch request running now
@@ -216,6 +216,14 @@ type row struct {
 	createdAt                      int64
 	kind                           int
 	raw, channel                   *string // content_raw (content with NUL or bad UTF-8), channel_id
+}
+
+// channelID is the row's channel as the event gave it ("" for a global event).
+func (r row) channelID() string {
+	if r.channel == nil {
+		return ""
+	}
+	return *r.channel
 }
 
 func newRow(ev *nostr.Event, channelID string) (row, error) {
@@ -281,7 +289,7 @@ func (t *pgTx) SaveEvent(ev *nostr.Event, channelID string) error {
 			return err
 		}
 	}
-	t.stored = append(t.stored, seq) // notified once per transaction (announce)
+	t.stored = append(t.stored, savedEvent{seq, ev, channelID}) // notified once per transaction (announce)
 	return nil
 }
 

@@ -186,7 +186,7 @@ func (l *saveLater) save(t *pgTx, errs []error) error {
 		}
 		delete(seqs, r.id) // a second copy in this batch is a duplicate
 		tagged.add(l.evs[i].Tags, r.createdAt, seq)
-		t.stored = append(t.stored, seq)
+		t.stored = append(t.stored, savedEvent{seq, l.evs[i], l.rows[i].channelID()})
 	}
 	if len(tagged.names) == 0 {
 		return nil

@@ -1,0 +1,4 @@
+package postgres
+
+// Topic is the channel the store's change notices go out on.
+func (s *Store) Topic() string { return s.topic }
