@@ -20,15 +20,6 @@ type Option func(*options)
 
 type options struct {
 	beforeRename func(tmpPath string) error
-	noSync       bool
-}
-
-// NoSync leaves out both fsyncs. The write is still all or nothing for a process that dies at
-// any point (the rename is atomic and the page cache outlives the process); only a power cut or
-// kernel crash may then leave the old file, or none. For state that can be rebuilt and is
-// rewritten often: an fsync costs the cores more than the file is worth.
-func NoSync() Option {
-	return func(o *options) { o.noSync = true }
 }
 
 // BeforeRename runs fn after the temp file is written and synced but before it is renamed over
@@ -52,9 +43,6 @@ func WriteFile(path string, data []byte, perm os.FileMode, opts ...Option) error
 		_ = os.Remove(tmp)
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if optionsOf(opts).noSync {
-		return nil
-	}
 	if err = SyncDir(filepath.Dir(path)); err != nil {
 		// The data is in place; only durability of the rename is in doubt. Report it anyway so
 		// callers that promise durability (the journal) do not acknowledge.
@@ -68,7 +56,10 @@ func WriteFile(path string, data []byte, perm os.FileMode, opts ...Option) error
 // does not rename it. Owners that must append to the file between the two halves (the journal's
 // background compaction) use it directly.
 func WriteTemp(path string, data []byte, perm os.FileMode, opts ...Option) (tmp string, err error) {
-	o := optionsOf(opts)
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	f, err := os.CreateTemp(filepath.Dir(path), TempPrefix(path)+"*")
 	if err != nil {
 		return "", fmt.Errorf("write %s: %w", path, err)
@@ -87,10 +78,8 @@ func WriteTemp(path string, data []byte, perm os.FileMode, opts ...Option) (tmp 
 	if _, err = f.Write(data); err != nil {
 		return tmp, fmt.Errorf("write %s: %w", path, err)
 	}
-	if !o.noSync {
-		if err = Fsync(f); err != nil {
-			return tmp, fmt.Errorf("write %s: sync: %w", path, err)
-		}
+	if err = Fsync(f); err != nil {
+		return tmp, fmt.Errorf("write %s: sync: %w", path, err)
 	}
 	if err = f.Close(); err != nil {
 		return tmp, fmt.Errorf("write %s: close: %w", path, err)
@@ -101,14 +90,6 @@ func WriteTemp(path string, data []byte, perm os.FileMode, opts ...Option) (tmp 
 		}
 	}
 	return tmp, nil
-}
-
-func optionsOf(opts []Option) options {
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
-	return o
 }
 
 func SyncDir(dir string) error {

@@ -91,24 +91,3 @@ func TestLockedErrorWithoutPidSaysAnotherProcess(t *testing.T) {
 		t.Fatal(e.Error())
 	}
 }
-
-func TestWriteFileWithoutSyncIsStillAllOrNothing(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "f.json")
-	_ = os.WriteFile(path, []byte("old"), 0o600)
-	boom := errors.New("boom")
-	if err := WriteFile(path, []byte("half"), 0o600, NoSync(), BeforeRename(func(string) error { return boom })); !errors.Is(err, boom) {
-		t.Fatalf("err = %v", err)
-	}
-	if data, _ := os.ReadFile(path); string(data) != "old" {
-		t.Fatalf("content %q after an aborted write, want old", data)
-	}
-	if err := WriteFile(path, []byte("new"), 0o600, NoSync()); err != nil {
-		t.Fatal(err)
-	}
-	if data, _ := os.ReadFile(path); string(data) != "new" {
-		t.Fatalf("content %q, want new", data)
-	}
-	if entries, _ := os.ReadDir(filepath.Dir(path)); len(entries) != 1 {
-		t.Fatalf("directory holds %d entries, want only the target", len(entries))
-	}
-}

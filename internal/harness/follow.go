@@ -92,9 +92,7 @@ func loadFollowSet(path string, ttl time.Duration, log *slog.Logger, opts ...ato
 			}
 		}
 	}
-	// Without fsync: it is rewritten at each newly followed thread, and a power cut that loses
-	// the newest follows costs only unmentioned replies there (a crash of buzz-acp loses none).
-	f.file = atomicfile.NewSnapshots(path, 0o600, f.snapshot, slices.Concat(opts, []atomicfile.Option{atomicfile.NoSync()})...)
+	f.file = atomicfile.NewSnapshots(path, 0o600, f.snapshot, opts...)
 	return f
 }
 
