@@ -805,15 +805,18 @@ func (l *Live) handleEvent(ctx context.Context, msg relayMessage) error {
 		return nil // late traffic for a sub we closed
 	}
 	ev := msg.event
+	// A copy of an event already delivered (overlapping subscriptions: the agent's own messages
+	// come on its own subscription and on its thread's) was checked when it first came; dropped
+	// unchecked, it costs no curve operation. A reminder repeats by design and is checked again.
+	if ev.Kind != protocol.KindPrivateReminder && l.seen.Has(ev.ID) {
+		l.countBacklog(msg.subID, ev)
+		return nil
+	}
 	if err := protocol.CheckEvent(ev); err != nil {
 		l.log.Warn("dropping relay event with bad id or signature", "sub", msg.subID, "err", err)
 		return nil
 	}
-	l.mu.Lock()
-	if s := l.subs[msg.subID]; s != nil && s.backlogs > 0 {
-		s.countStored(ev) // before dedup: the relay's limit counted it
-	}
-	l.mu.Unlock()
+	l.countBacklog(msg.subID, ev) // before dedup: the relay's limit counted it
 	// A NIP-ER reminder comes again when it falls due (a due signal): by design the same id.
 	if !l.seen.Add(ev.ID) && ev.Kind != protocol.KindPrivateReminder {
 		return nil
@@ -863,6 +866,15 @@ func (l *Live) handleClosed(ctx context.Context, msg relayMessage) error {
 		return nil
 	}
 	return errReconnect{reason: fmt.Sprintf("subscription %s closed: %s", msg.subID, msg.message)}
+}
+
+// countBacklog counts ev among the stored events of subID's REQs whose EOSE is awaited.
+func (l *Live) countBacklog(subID string, ev *nostr.Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s := l.subs[subID]; s != nil && s.backlogs > 0 {
+		s.countStored(ev)
+	}
 }
 
 func (l *Live) deliver(ctx context.Context, in Incoming) error {

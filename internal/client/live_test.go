@@ -1,14 +1,17 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -289,6 +292,54 @@ func TestLiveDeliversEachEventOnceAcrossReconnects(t *testing.T) {
 	if in := recv(t, l); in.Event == nil || in.Event.ID != b.ID {
 		t.Fatalf("got %+v, want only the new event", in)
 	}
+}
+
+func TestLiveDropsACopyOfADeliveredEventWithoutCheckingItAgain(t *testing.T) {
+	fr := newFakeRelay(t)
+	logs := &lockedBuffer{}
+	l, _ := startLive(t, fr, func(l *Live) {
+		l.log = slog.New(slog.NewTextHandler(logs, nil))
+		l.Subscribe("a", nostr.Filter{Kinds: []int{9}})
+		l.Subscribe("b", nostr.Filter{Authors: []string{"x"}})
+	})
+	fc := fr.accept(t)
+	fc.authenticate()
+	fc.req()
+	fc.req()
+	ev := signedEvent(t, 1000, "once")
+	fc.send("EVENT", "a", ev)
+	if in := recv(t, l); in.Event == nil || in.Event.ID != ev.ID {
+		t.Fatalf("got %+v, want the event", in)
+	}
+	// The same id with a signature that does not verify: a check would log it as forged.
+	dup := *ev
+	dup.Sig = strings.Repeat("0", 128)
+	fc.send("EVENT", "b", &dup)
+	fc.send("EOSE", "b")
+	if in := recv(t, l); !in.EOSE {
+		t.Fatalf("got %+v, want the copy dropped", in)
+	}
+	if strings.Contains(logs.String(), "bad id or signature") {
+		t.Fatalf("the copy was checked again:\n%s", logs.String())
+	}
+}
+
+// lockedBuffer is a log sink the test reads while Live writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *lockedBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *lockedBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }
 
 func TestLiveDropsEventWithBadSignature(t *testing.T) {
