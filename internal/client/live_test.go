@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,12 +10,12 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/buzz-harness/buzz/internal/protocol"
 	"github.com/buzz-harness/buzz/internal/protocol/ownerauth"
+	"github.com/buzz-harness/buzz/internal/testbin"
 	"github.com/coder/websocket"
 	"github.com/nbd-wtf/go-nostr"
 )
@@ -296,7 +295,7 @@ func TestLiveDeliversEachEventOnceAcrossReconnects(t *testing.T) {
 
 func TestLiveDropsACopyOfADeliveredEventWithoutCheckingItAgain(t *testing.T) {
 	fr := newFakeRelay(t)
-	logs := &lockedBuffer{}
+	logs := &testbin.Output{} // read while Live writes it
 	l, _ := startLive(t, fr, func(l *Live) {
 		l.log = slog.New(slog.NewTextHandler(logs, nil))
 		l.Subscribe("a", nostr.Filter{Kinds: []int{9}})
@@ -322,24 +321,6 @@ func TestLiveDropsACopyOfADeliveredEventWithoutCheckingItAgain(t *testing.T) {
 	if strings.Contains(logs.String(), "bad id or signature") {
 		t.Fatalf("the copy was checked again:\n%s", logs.String())
 	}
-}
-
-// lockedBuffer is a log sink the test reads while Live writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *lockedBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *lockedBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }
 
 func TestLiveDropsEventWithBadSignature(t *testing.T) {
