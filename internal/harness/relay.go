@@ -23,7 +23,8 @@ const fetchTimeout = 3 * time.Second
 
 // relayClient is the harness's one-shot calls to the relay: over the HTTP bridge the reads a
 // prompt needs (standing context, thread or conversation context, profiles) and membership
-// lookups; publishes over the socket while it is up (client.Publisher). Turn goroutines and the loop share it; only the profile cache is mutable.
+// lookups; publishes over the socket while it is up (client.Publisher). Turn goroutines and the
+// loop share it; only the profile cache is mutable.
 type relayClient struct {
 	bridge   *client.Bridge
 	pub      *client.Publisher // publishes: over the socket while it is up, else the bridge
