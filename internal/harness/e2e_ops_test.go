@@ -125,6 +125,10 @@ func TestSleptAgentWakesOnTheNextMentionAndLoadsItsSession(t *testing.T) {
 
 	clk.Advance(61 * time.Second)
 	s.waitLog("agent idle; stopping it until the next mention", 20*time.Second)
+	// If the first turn ended before its reply came back to the harness, its thread waits for
+	// the safety net's check, armed when the turn ended: on a loaded machine that can be after
+	// the Advance above. The loop slept the agent after arming it, so this fires it either way.
+	clk.Advance(2 * time.Second)
 	ask := s.mention(s.ownerSK, "codeword?", replyTo(m.ID))
 	reply := s.waitNewReply(m.ID, first)
 	if !strings.Contains(reply.Content, "codeword: otter") {

@@ -211,8 +211,11 @@ func answers(r *nostr.Event, b *Batch, since time.Time, ownSecond bool) bool {
 func (h *Harness) checkAnswer(ctx context.Context, r turnResult) {
 	c := &answerCheck{r: r}
 	h.convs.update(r.in.conv, func(cv *conversation) { cv.check = c })
+	// Armed here, on the loop, not by the goroutine whenever it runs: with an injected clock
+	// the wait then starts from the turn's end, and an Advance after it always fires it.
+	settled := clock.After(h.clock, publishSettle)
 	h.tasks.Go(func() {
-		res := h.runCheck(ctx, c)
+		res := h.runCheck(ctx, c, settled)
 		select {
 		case h.inbox.checks <- res:
 		case <-ctx.Done():
@@ -220,13 +223,13 @@ func (h *Harness) checkAnswer(ctx context.Context, r turnResult) {
 	})
 }
 
-// runCheck waits publishSettle, looks for an answer unless one came in meanwhile, decides, and
+// runCheck waits until settled (publishSettle after the turn ended), looks for an answer unless one came in meanwhile, decides, and
 // posts what it decided: journaled first, signed, so a crash before the post cannot lose it and
 // one after it cannot make a second.
-func (h *Harness) runCheck(ctx context.Context, c *answerCheck) checkResult {
+func (h *Harness) runCheck(ctx context.Context, c *answerCheck, settled <-chan time.Time) checkResult {
 	res := checkResult{check: c}
 	select {
-	case <-clock.After(h.clock, publishSettle):
+	case <-settled:
 	case <-ctx.Done():
 		res.stopped = true
 		return res
