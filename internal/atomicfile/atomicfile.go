@@ -13,13 +13,22 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"time"
 )
 
-// Option adjusts one WriteFile call.
+// Option adjusts one WriteFile call, or a Snapshots writer's.
 type Option func(*options)
 
 type options struct {
 	beforeRename func(tmpPath string) error
+	every        time.Duration // Snapshots only: the least time between two writes
+}
+
+// Every makes a Snapshots writer wait at least d after each write before the next, so a state
+// that changes many times a second is written about once per d (Close still writes what is
+// pending). For state whose last moments a crash may lose: what was marked in the last d.
+func Every(d time.Duration) Option {
+	return func(o *options) { o.every = d }
 }
 
 // BeforeRename runs fn after the temp file is written and synced but before it is renamed over

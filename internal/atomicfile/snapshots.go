@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 )
 
 // Snapshots keeps one file in step with its owner's state, written by one goroutine of its own:
 // the owner changes its state in memory and calls Mark, which never blocks; the goroutine then
 // asks the owner for a snapshot and writes it with WriteFile. Marks made while a write runs fold
 // into one more write (latest wins), so a slow disk costs the owner nothing and the file is
-// never written by two goroutines at once.
+// never written by two goroutines at once. With Every, writes are also spaced in time.
 //
 // The snapshot function is called on the writing goroutine; it should take the owner's lock
 // only to copy or encode its state, never hold it across the write.
@@ -21,6 +22,7 @@ type Snapshots struct {
 	perm     os.FileMode
 	snapshot func() (data []byte, keep bool)
 	opts     []Option
+	every    time.Duration // Every
 
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -29,13 +31,19 @@ type Snapshots struct {
 	tried   uint64 // the version of the last write attempt
 	err     error  // that attempt's failure (nil: it succeeded)
 	closed  bool
+	closing chan struct{} // closed by Close: ends a wait between writes
 	done    chan struct{}
 }
 
 // NewSnapshots starts the writer of path. snapshot returns the file's new content, or keep =
 // false to remove the file (nothing to remember). Close stops the writer.
 func NewSnapshots(path string, perm os.FileMode, snapshot func() (data []byte, keep bool), opts ...Option) *Snapshots {
-	s := &Snapshots{path: path, perm: perm, snapshot: snapshot, opts: opts, done: make(chan struct{})}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	s := &Snapshots{path: path, perm: perm, snapshot: snapshot, opts: opts, every: o.every,
+		closing: make(chan struct{}), done: make(chan struct{})}
 	s.cond = sync.NewCond(&s.mu)
 	go s.run()
 	return s
@@ -89,6 +97,7 @@ func (s *Snapshots) Close() error {
 		return nil
 	}
 	s.closed = true
+	close(s.closing)
 	s.cond.Broadcast()
 	s.mu.Unlock()
 	<-s.done
@@ -125,6 +134,16 @@ func (s *Snapshots) run() {
 			for s.marked == v && !s.closed {
 				s.cond.Wait()
 			}
+		}
+		if err == nil && s.every > 0 && !s.closed {
+			s.mu.Unlock()
+			t := time.NewTimer(s.every)
+			select {
+			case <-t.C:
+			case <-s.closing:
+				t.Stop()
+			}
+			s.mu.Lock()
 		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 )
 
 // state is an owner with a counter; snapshot encodes it.
@@ -120,4 +122,40 @@ func TestSnapshotsReportAFailedWriteAndRetryOnTheNextMark(t *testing.T) {
 	if got, _ := os.ReadFile(path); string(got) != "2" {
 		t.Fatalf("file holds %q, want 2", got)
 	}
+}
+
+func TestSnapshotsEveryWritesAtMostOncePerIntervalAndCloseDoesNotWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "f")
+		st := &state{}
+		w := NewSnapshots(path, 0o600, st.snapshot, Every(time.Second))
+		st.set(1)
+		if err := w.Wait(context.Background(), w.Mark()); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		var last uint64
+		for i := 2; i <= 50; i++ {
+			st.set(i)
+			last = w.Mark()
+		}
+		if err := w.Wait(context.Background(), last); err != nil {
+			t.Fatal(err)
+		}
+		if waited := time.Since(start); waited != time.Second {
+			t.Fatalf("the marks after a write were written after %v, want the interval (1s)", waited)
+		}
+		if n := st.snaps.Load(); n != 2 {
+			t.Fatalf("%d snapshots for a write and 49 marks within the interval, want 2", n)
+		}
+		st.set(51)
+		w.Mark()
+		closed := time.Now()
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := os.ReadFile(path); string(got) != "51" || time.Since(closed) != 0 {
+			t.Fatalf("Close left %q after %v, want 51 at once", got, time.Since(closed))
+		}
+	})
 }

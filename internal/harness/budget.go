@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -80,7 +81,7 @@ func openBudget(cfg *Config, path string, clk clock.Clock, log *slog.Logger) (*b
 	if b.day.CostUSD > 0 || b.day.Tokens > 0 {
 		log.Info("spend today", "day", b.day.Day, "usd", b.day.CostUSD, "tokens", b.day.Tokens)
 	}
-	b.file = atomicfile.NewSnapshots(path, 0o600, b.snapshot, cfg.stateWriteOpts...)
+	b.file = atomicfile.NewSnapshots(path, 0o600, b.snapshot, append(slices.Clone(cfg.stateWriteOpts), atomicfile.Every(busyStateEvery))...)
 	return b, nil
 }
 

@@ -21,7 +21,9 @@ import (
 // Thread follow (--thread-follow): once the agent has replied in a thread, a later message there
 // from someone the author gate admits starts a turn without an @mention, as if it had mentioned
 // the agent. What is followed is one small set, thread root → when the agent last replied there,
-// kept by the loop and written to the state dir by a writer of its own. The agent's own messages
+// kept by the loop and written to the state dir by a writer of its own, at most once per
+// busyStateEvery: a busy agent starts threads faster than a 1,024-thread file is worth
+// rewriting. The agent's own messages
 // reach the harness on one subscription (subOwn), which feeds the set; the followed threads come
 // in on group subscriptions keyed by their roots (threadSubPfx, beside the channel groups) that
 // carry no #p filter, so the agent's other channels stay mention-only.
@@ -92,7 +94,7 @@ func loadFollowSet(path string, ttl time.Duration, log *slog.Logger, opts ...ato
 			}
 		}
 	}
-	f.file = atomicfile.NewSnapshots(path, 0o600, f.snapshot, opts...)
+	f.file = atomicfile.NewSnapshots(path, 0o600, f.snapshot, append(slices.Clone(opts), atomicfile.Every(busyStateEvery))...)
 	return f
 }
 
