@@ -111,6 +111,8 @@ type Live struct {
 	out     *sendQueue    // the current connection's outbound queue; nil while disconnected
 	ready   chan struct{} // closed once the current connection's subscriptions are written
 	pending map[string]chan okResult
+	queries map[string]*liveQuery // one-shot queries awaiting their EOSE (livequery.go)
+	queryN  uint64                // the last query's number, for its subscription id
 
 	seen *IDSet // touched only by Run's goroutine
 
@@ -140,6 +142,10 @@ type liveSub struct {
 	// complete only at its own EOSE, not at the one of the REQ it replaced.
 	backlogs   int
 	backlogMax nostr.Timestamp
+	// liveAt is when the subscription's backlog ended (its last EOSE) on the connection that is
+	// up; zero while it is not live (a REQ awaiting its EOSE, or no connection). From then on
+	// every matching event the relay takes comes in on it.
+	liveAt time.Time
 	// stored counts, per filter, the stored events of the REQs whose EOSE is awaited (summed
 	// when they overlap: it may over-count, never under-count), to tell a truncated history.
 	stored []storedCount
@@ -172,6 +178,7 @@ func NewLive(cfg LiveConfig) *Live {
 		subs:    map[string]*liveSub{},
 		ready:   make(chan struct{}),
 		pending: map[string]chan okResult{},
+		queries: map[string]*liveQuery{},
 		seen:    NewIDSet(dedupGeneration),
 
 		dial:      dialWebSocket,
@@ -269,7 +276,7 @@ func (l *Live) Subscribe(id string, filters ...nostr.Filter) {
 		s = &liveSub{}
 		l.subs[id] = s
 	}
-	s.filters, s.lastSeen, s.backlogMax = slices.Clone(filters), 0, 0
+	s.filters, s.lastSeen, s.backlogMax, s.liveAt = slices.Clone(filters), 0, 0, time.Time{}
 	if l.out != nil {
 		l.queueLocked(l.out, reqMessage(id, s.reqFilters(false)))
 	}
@@ -302,6 +309,19 @@ func (s *liveSub) earliest() (since *nostr.Timestamp) {
 	return since
 }
 
+// LiveSince reports since when id has been live without a break: its stored events are in and
+// the connection that brought them is still up, so every matching event the relay took since
+// then has been delivered or is on its way. ok is false while it is not live (its REQ awaits
+// an EOSE, or no connection is up).
+func (l *Live) LiveSince(id string) (at time.Time, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s := l.subs[id]; s != nil && l.out != nil && !s.liveAt.IsZero() {
+		return s.liveAt, true
+	}
+	return time.Time{}, false
+}
+
 // Unsubscribe queues CLOSE for id (if connected) and forgets it. It never waits on the network.
 func (l *Live) Unsubscribe(id string) {
 	l.mu.Lock()
@@ -332,6 +352,7 @@ func (s *liveSub) reqFilters(fresh bool) []nostr.Filter {
 	if fresh {
 		s.backlogs, s.backlogMax = 0, 0
 	}
+	s.liveAt = time.Time{}
 	if s.backlogs == 0 || len(s.stored) != len(s.filters) {
 		s.stored = make([]storedCount, len(s.filters))
 	}
@@ -656,6 +677,10 @@ func (l *Live) lost(q *sendQueue) {
 	defer l.mu.Unlock()
 	q.dead = true
 	l.out = nil
+	for _, s := range l.subs {
+		s.liveAt = time.Time{}
+	}
+	l.failQueriesLocked()
 	select {
 	case <-l.ready: // this session got ready: the next one needs an open channel
 		l.ready = make(chan struct{})
@@ -746,6 +771,9 @@ func (l *Live) handle(ctx context.Context, raw []byte) error {
 		l.log.Debug("ignoring malformed relay frame", "err", err)
 		return nil
 	}
+	if strings.HasPrefix(msg.subID, querySubPfx) && l.queryFrame(msg) {
+		return nil
+	}
 	switch msg.label {
 	case "EVENT":
 		return l.handleEvent(ctx, msg)
@@ -759,6 +787,7 @@ func (l *Live) handle(ctx context.Context, raw []byte) error {
 			if s.backlogs--; s.backlogs == 0 {
 				s.lastSeen = max(s.lastSeen, s.backlogMax)
 				in.Older = s.truncated()
+				s.liveAt = time.Now()
 			}
 		}
 		l.mu.Unlock()

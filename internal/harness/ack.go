@@ -58,7 +58,7 @@ type bridgeClient interface {
 // socketFirst is the bridge with its publishes going over the socket while it is up.
 type socketFirst struct {
 	*client.Bridge
-	pub *client.Publisher
+	pub *client.SocketFirst
 }
 
 func (s socketFirst) Publish(ctx context.Context, ev *nostr.Event) (client.PublishResult, error) {

@@ -194,10 +194,10 @@ func New(cfg Config) (*Harness, error) {
 	}
 	h.feed = &activity{bus: h.bus, cwd: cfg.AgentCwd, costs: &h.costs, runIDs: &h.runIDs, turns: &h.turns, replays: &h.replays}
 	bridge := client.NewBridge(cfg.RelayURL, cfg.SecretKey)
-	bridge.AuthTag = cfg.AuthTag             // x-auth-tag on every call, the auth tag on every event it signs
-	pub := &client.Publisher{Bridge: bridge} // its Live is set once Run has the session
-	h.relay = &relayClient{bridge: bridge, pub: pub, self: pk, cfg: &h.cfg, log: h.log, clock: clk}
-	h.ack = newAcker(&h.cfg, pk, socketFirst{bridge, pub}, h.log, &h.tasks)
+	bridge.AuthTag = cfg.AuthTag                // x-auth-tag on every call, the auth tag on every event it signs
+	sock := &client.SocketFirst{Bridge: bridge} // its Live is set once Run has the session
+	h.relay = &relayClient{bridge: bridge, sock: sock, self: pk, cfg: &h.cfg, log: h.log, clock: clk}
+	h.ack = newAcker(&h.cfg, pk, socketFirst{bridge, sock}, h.log, &h.tasks)
 	h.asker = newPermAsker(&h.cfg, pk, h.relay, h.feed, h.inbox.questions, filepath.Join(cfg.StateDir, "permissions-"+pk+".json"))
 	h.sessions = &sessionOpener{cfg: &h.cfg, store: h.store, relay: h.relay, feed: h.feed, replays: &h.replays, log: h.log, clock: clk}
 	h.pool = &pool{
@@ -240,7 +240,7 @@ func (h *Harness) Run(ctx context.Context) error {
 	since := h.catchUpSince()
 	h.live = client.NewLive(client.LiveConfig{RelayURL: h.cfg.RelayURL, SecretKey: h.cfg.SecretKey, AuthTag: h.cfg.AuthTag, Logger: h.log,
 		OnReady: h.metrics.relayReady})
-	h.relay.pub.Live = h.live
+	h.relay.sock.Live = h.live
 	liveErr := make(chan error, 1)
 	// The socket outlives the run's context by the offline presence at shutdown (see stop).
 	liveCtx, stopLive := context.WithCancel(context.WithoutCancel(ctx))

@@ -23,12 +23,12 @@ const fetchTimeout = 3 * time.Second
 
 // relayClient is the harness's one-shot calls to the relay: over the HTTP bridge the reads a
 // prompt needs (standing context, thread or conversation context, profiles) and membership
-// lookups; publishes over the socket while it is up (client.Publisher). Turn goroutines and the
+// lookups; publishes over the socket while it is up (client.SocketFirst). Turn goroutines and the
 // loop share it; only the profile cache is mutable.
 type relayClient struct {
 	bridge   *client.Bridge
-	pub      *client.Publisher // publishes: over the socket while it is up, else the bridge
-	self     string            // the agent's pubkey hex
+	sock     *client.SocketFirst // publishes (and the reply check queries) over the socket while it is up, else the bridge
+	self     string              // the agent's pubkey hex
 	cfg      *Config
 	log      *slog.Logger
 	clock    clock.Clock
@@ -115,11 +115,23 @@ func (rc *relayClient) query(ctx context.Context, filters ...nostr.Filter) ([]no
 	for i, f := range filters {
 		fs[i] = client.Filter{Filter: f}
 	}
+	return retryQuery(ctx, func(ctx context.Context) ([]nostr.Event, error) { return rc.bridge.Query(ctx, fs...) })
+}
+
+// querySocket is query over the socket while it is up (rc.sock): for the reply check, which
+// reads after every turn that looks silent, where a bridge call's NIP-98 header costs a curve
+// operation on each side and a replay record at the relay.
+func (rc *relayClient) querySocket(ctx context.Context, filters ...nostr.Filter) ([]nostr.Event, error) {
+	return retryQuery(ctx, func(ctx context.Context) ([]nostr.Event, error) { return rc.sock.Query(ctx, filters...) })
+}
+
+// retryQuery runs q with the fetch timeout and a single retry.
+func retryQuery(ctx context.Context, q func(context.Context) ([]nostr.Event, error)) ([]nostr.Event, error) {
 	var err error
 	for attempt := 0; attempt < 2; attempt++ {
 		qctx, cancel := context.WithTimeout(ctx, fetchTimeout)
 		var evs []nostr.Event
-		evs, err = rc.bridge.Query(qctx, fs...)
+		evs, err = q(qctx)
 		cancel()
 		if err == nil {
 			return evs, nil
@@ -389,9 +401,9 @@ func (rc *relayClient) publishLater(ctx context.Context, tasks *sync.WaitGroup, 
 	})
 }
 
-// publish sends one event (rc.pub); failures are logged, never retried.
+// publish sends one event (rc.sock); failures are logged, never retried.
 func (rc *relayClient) publish(ctx context.Context, ev *nostr.Event) {
-	res, err := rc.pub.Publish(ctx, ev)
+	res, err := rc.sock.Publish(ctx, ev)
 	if err != nil {
 		rc.log.Warn("publish failed", "kind", ev.Kind, "err", err)
 		return

@@ -379,7 +379,7 @@ func (rc *relayClient) publishOutcome(ctx context.Context, ev *nostr.Event) bool
 			}
 		}
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		res, err := rc.pub.Publish(pctx, ev)
+		res, err := rc.sock.Publish(pctx, ev)
 		cancel()
 		switch {
 		case err == nil && (res.Accepted || strings.HasPrefix(res.Message, "duplicate")):
