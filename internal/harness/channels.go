@@ -197,6 +197,10 @@ func (h *Harness) handleIncoming(ctx context.Context, in client.Incoming) {
 		h.ownMessage(in.Event)
 	case in.SubID == subObserver:
 		h.observerControl(ctx, in.Event)
+	case in.Event.PubKey == h.agent && slices.Contains(protocol.MessageKinds, in.Event.Kind):
+		// One of its own messages that came first on a followed thread's subscription: Live
+		// delivers an id once, so the own-messages copy will not come.
+		h.ownMessage(in.Event)
 	default:
 		chID, _ := protocol.ChannelID(in.Event.Tags)
 		h.bus.Publish(observer.Scope{ChannelID: chID},

@@ -55,6 +55,7 @@ type turn struct {
 	ownSecond bool      // no earlier turn of the conversation ended in startedAt's second
 	batch     *Batch    // what it answers
 	replied   bool      // an agent message answering batch came in (reply.go)
+	elsewhere []string  // other channels the agent posted in meanwhile (reply.go)
 	session   atomic.Pointer[string]
 
 	merge   *prompt.MergeReason // a cancel-and-merge was asked (interrupt wins over steer)
@@ -78,14 +79,17 @@ func (c *conversation) idle(now time.Time) bool {
 // changes a conversation only through update, which also forgets one that became idle: threads
 // come and go, the table must not grow with every thread ever seen.
 type conversations struct {
-	m   map[convKey]*conversation
-	now func() time.Time
+	m map[convKey]*conversation
+	// busy indexes the conversations with a turn running or a reply check waiting, which the
+	// agent's every own message is matched against (reply.go): a few among thousands.
+	busy map[convKey]*conversation
+	now  func() time.Time
 	// jitter spreads retry backoff over [0.8, 1.2]; injectable for tests.
 	jitter func() float64
 }
 
 func newConversations(now func() time.Time, jitter func() float64) *conversations {
-	return &conversations{m: map[convKey]*conversation{}, now: now, jitter: jitter}
+	return &conversations{m: map[convKey]*conversation{}, busy: map[convKey]*conversation{}, now: now, jitter: jitter}
 }
 
 // get returns the conversation for reading, or nil when the harness knows nothing of it.
@@ -99,19 +103,36 @@ func (t *conversations) update(k convKey, f func(c *conversation)) {
 		t.m[k] = c
 	}
 	f(c)
-	if c.idle(t.now()) {
-		delete(t.m, k)
-	}
+	t.changed(c, t.now())
 }
 
 // each runs f on every conversation (in no particular order), forgetting those left idle.
 func (t *conversations) each(f func(c *conversation)) {
 	now := t.now()
-	for k, c := range t.m {
+	for _, c := range t.m {
 		f(c)
-		if c.idle(now) {
-			delete(t.m, k)
-		}
+		t.changed(c, now)
+	}
+}
+
+// eachBusy is each for the conversations with a turn running or a reply check waiting.
+func (t *conversations) eachBusy(f func(c *conversation)) {
+	now := t.now()
+	for _, c := range t.busy {
+		f(c)
+		t.changed(c, now)
+	}
+}
+
+// changed files c after a change: in busy or not, forgotten once idle.
+func (t *conversations) changed(c *conversation, now time.Time) {
+	if c.turn != nil || c.check != nil {
+		t.busy[c.key] = c
+	} else {
+		delete(t.busy, c.key)
+	}
+	if c.idle(now) {
+		delete(t.m, c.key)
 	}
 }
 
@@ -175,7 +196,7 @@ func (t *conversations) forgetSlot(s *slot) {
 // running lists the conversations with a turn running.
 func (t *conversations) running() []*conversation {
 	var out []*conversation
-	for _, c := range t.m {
+	for _, c := range t.busy {
 		if c.turn != nil {
 			out = append(out, c)
 		}

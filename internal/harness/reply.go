@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,11 +25,11 @@ import (
 // an agent message in the batch's conversation since the turn started, or one that mentions the
 // person or sits in a channel they are in. Usually the agent's reply has already come in on its
 // own-messages subscription (follow.go) and nothing more is done. Otherwise, once publishSettle
-// has passed (a reply still committing at the relay, or sent late, wins), one query reads the
-// agent's messages since the turn started. If none answers, the turn is silent: the harness
-// posts the agent's final text as the agent, threaded on the batch's reply target and marked
-// FallbackMarker (--publish-response fallback), or, with nothing to post, a failure notice that
-// says why in one line. The decision is journaled (the signed event itself) before the post and
+// has passed (a reply still committing at the relay, or sent late, wins), one query over the
+// socket reads the agent's messages since the turn started (lookForAnswer). If none answers,
+// the turn is silent: the harness posts the agent's final text as the agent, threaded on the
+// batch's reply target and marked FallbackMarker (--publish-response fallback), or, with
+// nothing to post, a failure notice that says why in one line. The decision is journaled (the signed event itself) before the post and
 // the batch finishes after it, so a crash between them posts the same event once on restart.
 //
 // Never for heartbeats, nor for batches that only agents' messages or followed messages (which
@@ -44,6 +45,25 @@ type answerCheck struct {
 	// replied: an agent message answering the batch came in meanwhile (set by the loop, read by
 	// the check's goroutine).
 	replied atomic.Bool
+	// elsewhere are the other channels the agent posted in since the turn started, as its
+	// own-messages subscription brought them (the loop adds, the check's goroutine reads).
+	mu        sync.Mutex
+	elsewhere []string
+}
+
+// postedIn notes that the agent posted in another channel.
+func (c *answerCheck) postedIn(ch string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !slices.Contains(c.elsewhere, ch) {
+		c.elsewhere = append(c.elsewhere, ch)
+	}
+}
+
+func (c *answerCheck) postedElsewhere() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.elsewhere)
 }
 
 // checkResult is what a check reports back to the loop.
@@ -178,14 +198,34 @@ func (h *Harness) knownAgent(pk string) bool {
 // noteReply takes in one of the agent's own messages: if it answers a turn that runs, or whose
 // check is waiting, the safety net need not look.
 func (h *Harness) noteReply(ev *nostr.Event) {
-	h.convs.each(func(c *conversation) {
-		if t := c.turn; t != nil && t.batch != nil && answers(ev, t.batch, t.startedAt, t.ownSecond) {
-			t.replied = true
+	h.convs.eachBusy(func(c *conversation) {
+		if t := c.turn; t != nil && t.batch != nil {
+			if answers(ev, t.batch, t.startedAt, t.ownSecond) {
+				t.replied = true
+			} else if other, ok := otherChannel(ev, t.batch, t.startedAt, t.ownSecond); ok && !slices.Contains(t.elsewhere, other) {
+				t.elsewhere = append(t.elsewhere, other)
+			}
 		}
-		if ch := c.check; ch != nil && answers(ev, ch.r.in.batch, ch.r.started, ch.r.in.live.ownSecond) {
-			ch.replied.Store(true)
+		if ch := c.check; ch != nil {
+			if answers(ev, ch.r.in.batch, ch.r.started, ch.r.in.live.ownSecond) {
+				ch.replied.Store(true)
+			} else if other, ok := otherChannel(ev, ch.r.in.batch, ch.r.started, ch.r.in.live.ownSecond); ok {
+				ch.postedIn(other)
+			}
 		}
 	})
+}
+
+// otherChannel returns the channel of the agent's message r when it is one of its own posts (not a
+// notice, fallback or question) in a channel other than batch b's, sent since b went in flight
+// at since: an answer there counts if someone who asked is a member (lookForAnswer).
+func otherChannel(r *nostr.Event, b *Batch, since time.Time, ownSecond bool) (string, bool) {
+	ch, ok := protocol.ChannelID(r.Tags)
+	if !ok || ch == b.Conv.Channel || agentMarked(r) || protocol.IsPermissionRequest(r.Tags) {
+		return "", false
+	}
+	sec := int64(r.CreatedAt)
+	return ch, sec > since.Unix() || sec == since.Unix() && ownSecond
 }
 
 // answers reports whether the agent's message r answers batch b that went in flight at since, as
@@ -209,7 +249,7 @@ func answers(r *nostr.Event, b *Batch, since time.Time, ownSecond bool) bool {
 // checkAnswer starts the safety net's check of a finished turn: the batch stays in flight, its
 // conversation waits, and the result comes back on the inbox.
 func (h *Harness) checkAnswer(ctx context.Context, r turnResult) {
-	c := &answerCheck{r: r}
+	c := &answerCheck{r: r, elsewhere: r.elsewhere}
 	h.convs.update(r.in.conv, func(cv *conversation) { cv.check = c })
 	// Armed here, on the loop, not by the goroutine whenever it runs: with an injected clock
 	// the wait then starts from the turn's end, and an Advance after it always fires it.
@@ -237,7 +277,8 @@ func (h *Harness) runCheck(ctx context.Context, c *answerCheck, settled <-chan t
 	r := c.r
 	f := replyFacts{answered: c.replied.Load(), mode: h.cfg.PublishResponse, report: r.report}
 	if !f.answered {
-		f.answered, f.elsewhere, res.queries = h.relay.lookForAnswer(ctx, r.in.batch, r.started, r.in.live.ownSecond)
+		covered := h.relay.ownLiveSince(r.started)
+		f.answered, f.elsewhere, res.queries = h.relay.lookForAnswer(ctx, r.in.batch, r.started, r.in.live.ownSecond, covered, c.postedElsewhere())
 		if ctx.Err() != nil { // shutting down: the look may have failed for that; the next run looks again
 			res.stopped = true
 			return res
@@ -327,31 +368,37 @@ type replyCounts struct {
 	fallbacks int // of which the agent's text was posted
 }
 
-// lookForAnswer reads the agent's messages since a batch went in flight, in every channel (one
-// query), and reports whether one answers it. A message in another channel (a DM, say) counts if
-// someone who asked is a member there (a second query, only then); elsewhere names such a
-// channel otherwise. A failed query says no: answering twice beats never answering.
-func (rc *relayClient) lookForAnswer(ctx context.Context, b *Batch, since time.Time, ownSecond bool) (answered bool, elsewhere string, queries int) {
-	got, err := rc.query(ctx, nostr.Filter{Kinds: protocol.MessageKinds, Authors: []string{rc.self}, Since: ptrTS(since), Limit: 100})
+// lookForAnswer reads the agent's messages since a batch went in flight and reports whether
+// one answers it. A message in another channel (a DM, say) counts if someone who asked is a
+// member there (a second query, only then); elsewhere names such a channel otherwise. covered:
+// the own-messages subscription has been live since the batch went in flight, so the other
+// channels the agent posted in are known (seen); the query then reads only the batch's channel,
+// where a reply may still be on its way to the loop. Otherwise it reads every channel: a busy
+// agent's last hundred messages. A failed query says no: answering twice beats never answering.
+func (rc *relayClient) lookForAnswer(ctx context.Context, b *Batch, since time.Time, ownSecond, covered bool, seen []string) (answered bool, elsewhere string, queries int) {
+	f := nostr.Filter{Kinds: protocol.MessageKinds, Authors: []string{rc.self}, Since: ptrTS(since), Limit: 100}
+	if covered {
+		f.Tags = nostr.TagMap{"h": {b.Conv.Channel}}
+	}
+	got, err := rc.querySocket(ctx, f)
 	queries = 1
 	if err != nil {
 		rc.log.Warn("reply check: cannot read the agent's messages; taking the turn for silent", "err", err)
 		return false, "", queries
 	}
-	var others []string
+	others := seen
 	for i := range got {
 		if answers(&got[i], b, since, ownSecond) {
 			return true, "", queries
 		}
-		ch, ok := protocol.ChannelID(got[i].Tags)
-		if ok && ch != b.Conv.Channel && !agentMarked(&got[i]) && !protocol.IsPermissionRequest(got[i].Tags) && !slices.Contains(others, ch) {
+		if ch, ok := otherChannel(&got[i], b, since, ownSecond); ok && !slices.Contains(others, ch) {
 			others = append(others, ch)
 		}
 	}
 	if len(others) == 0 {
 		return false, "", queries
 	}
-	lists, err := rc.query(ctx, nostr.Filter{Kinds: []int{protocol.KindGroupMembers}, Tags: nostr.TagMap{"d": others}, Limit: len(others)})
+	lists, err := rc.querySocket(ctx, nostr.Filter{Kinds: []int{protocol.KindGroupMembers}, Tags: nostr.TagMap{"d": others}, Limit: len(others)})
 	queries++
 	if err != nil {
 		return false, others[0], queries
@@ -364,6 +411,16 @@ func (rc *relayClient) lookForAnswer(ctx context.Context, b *Batch, since time.T
 		}
 	}
 	return false, others[0], queries
+}
+
+// ownLiveSince reports whether the agent's own-messages subscription has been live without a
+// break since at.
+func (rc *relayClient) ownLiveSince(at time.Time) bool {
+	if rc.sock.Live == nil {
+		return false
+	}
+	from, ok := rc.sock.Live.LiveSince(subOwn)
+	return ok && !from.After(at)
 }
 
 // publishOutcome posts the safety net's reply, trying three times over a few seconds; it reports

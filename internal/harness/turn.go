@@ -51,6 +51,7 @@ type turnResult struct {
 	started    time.Time
 	report     turnReport // what the agent wrote and which sends it made (reply.go)
 	replied    bool       // an agent message answering the batch came in while the turn ran
+	elsewhere  []string   // other channels the agent posted in while the turn ran
 	asked      bool       // the batch holds a person's mention: it is owed a visible answer
 	reply      replyKind  // what the safety net decided, once it has
 }
@@ -282,6 +283,9 @@ func (h *Harness) finishTurn(ctx context.Context, r turnResult) {
 	})
 	absorbSteered(&r, t)
 	r.replied = t != nil && t.replied
+	if t != nil {
+		r.elsewhere = t.elsewhere
+	}
 	r.asked = h.personAsked(r.in.batch)
 	outcome := decideOutcome(r, h.chans.gone(k.Channel))
 	if outcome != turnUnanswered {
