@@ -20,6 +20,7 @@ import (
 type stat struct {
 	state      string // R, S, Z, …
 	ppid, pgrp int
+	cpu        time.Duration // user + system time so far
 }
 
 // alive: the process has not exited (a zombie has).
@@ -35,13 +36,16 @@ func readStat(pid int) (stat, bool) {
 	if i < 0 {
 		return stat{}, false
 	}
-	f := strings.Fields(s[i+1:]) // state, ppid, pgrp, …
-	if len(f) < 3 {
+	f := strings.Fields(s[i+1:]) // state, ppid, pgrp, … utime and stime are the 12th and 13th
+	if len(f) < 13 {
 		return stat{}, false
 	}
 	ppid, _ := strconv.Atoi(f[1])
 	pgrp, _ := strconv.Atoi(f[2])
-	return stat{state: f[0], ppid: ppid, pgrp: pgrp}, true
+	utime, _ := strconv.Atoi(f[11])
+	stime, _ := strconv.Atoi(f[12])
+	const tick = 10 * time.Millisecond // USER_HZ is 100 on every Linux we run on
+	return stat{state: f[0], ppid: ppid, pgrp: pgrp, cpu: time.Duration(utime+stime) * tick}, true
 }
 
 // eachProc calls fn for every process /proc lists.
@@ -104,6 +108,12 @@ func KillWithAgents(t testing.TB, pid int) {
 	testwait.Eventually(t, 10*time.Second, func() bool {
 		return !slices.ContainsFunc(kids, groupRunning)
 	}, fmt.Sprintf("the process groups %v of killed pid %d to end", kids, pid))
+}
+
+// CPUTime is the CPU time pid has used so far (user and system, 10 ms steps); 0 if it is gone.
+func CPUTime(pid int) time.Duration {
+	st, _ := readStat(pid)
+	return st.cpu
 }
 
 // RSSKiB is pid's resident memory (VmRSS) in KiB; 0 if it is gone.
