@@ -236,3 +236,31 @@ func TestHeartbeatThatEndsWithTextPostsNothing(t *testing.T) {
 		t.Fatalf("agent messages %v, want only the mention's fallback; logs:\n%s", all, s.logs.String())
 	}
 }
+
+// The agent answers in another channel: its own-messages subscription brings the post while the
+// turn runs, and the check asks the relay who is a member there.
+func TestAnAnswerPostedInAnotherChannelTheAskerIsInCountsAndNothingIsPosted(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	other := s.relay.CreateChannel(t, s.ownerSK, "elsewhere", true) // private: its members are listed
+	s.relay.AddMember(t, s.ownerSK, other, s.agentPK, "bot")
+	s.start([]string{"--log-level", "debug"}, "TESTAGENT_SEND_CHANNEL="+other)
+	q := s.mention(s.ownerSK, "answer me over there")
+	s.waitLog("reply check: the answer is there", 30*time.Second)
+	if got := s.agentMessages(q.ID); len(got) != 0 {
+		t.Fatalf("%d agent messages in the asker's thread, want none (the answer is in %s): %v", len(got), other, got)
+	}
+}
+
+func TestAnAnswerPostedInAChannelTheAskerIsNotInGetsANoticeNamingIt(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	stranger := nostr.GeneratePrivateKey()
+	theirs := s.relay.CreateChannel(t, stranger, "theirs", true)
+	s.relay.AddMember(t, stranger, theirs, s.agentPK, "bot")
+	s.start(nil, "TESTAGENT_SEND_CHANNEL="+theirs, "TESTAGENT_FINAL_TEXT=")
+	n := s.waitMarked(s.mention(s.ownerSK, "answer me").ID, harness.FailureMarker)
+	if !strings.Contains(n.Content, "I posted it in channel "+theirs) {
+		t.Fatalf("notice %q does not name the channel %s the answer went to", n.Content, theirs)
+	}
+}
