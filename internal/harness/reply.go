@@ -29,8 +29,9 @@ import (
 // socket reads the agent's messages since the turn started (lookForAnswer). If none answers,
 // the turn is silent: the harness posts the agent's final text as the agent, threaded on the
 // batch's reply target and marked FallbackMarker (--publish-response fallback), or, with
-// nothing to post, a failure notice that says why in one line. The decision is journaled (the signed event itself) before the post and
-// the batch finishes after it, so a crash between them posts the same event once on restart.
+// nothing to post, a failure notice that says why in one line. The decision is journaled (the
+// signed event itself) before the post and the batch finishes after it, so a crash between
+// them posts the same event once on restart.
 //
 // Never for heartbeats, nor for batches that only agents' messages or followed messages (which
 // the agent may decide need no answer) make up.
@@ -216,9 +217,9 @@ func (h *Harness) noteReply(ev *nostr.Event) {
 	})
 }
 
-// otherChannel returns the channel of the agent's message r when it is one of its own posts (not a
-// notice, fallback or question) in a channel other than batch b's, sent since b went in flight
-// at since: an answer there counts if someone who asked is a member (lookForAnswer).
+// otherChannel returns the channel of the agent's message r when it is one of its own posts
+// (not a notice, fallback or question) in a channel other than batch b's, sent since b went in
+// flight at since: an answer there counts if someone who asked is a member (lookForAnswer).
 func otherChannel(r *nostr.Event, b *Batch, since time.Time, ownSecond bool) (string, bool) {
 	ch, ok := protocol.ChannelID(r.Tags)
 	if !ok || ch == b.Conv.Channel || agentMarked(r) || protocol.IsPermissionRequest(r.Tags) {
