@@ -130,7 +130,13 @@ func TestSleptAgentWakesOnTheNextMentionAndLoadsItsSession(t *testing.T) {
 	// If the first turn ended before its reply came back to the harness, its thread waits for
 	// the safety net's check, armed when the turn ended: on a loaded machine that can be after
 	// the Advance above. The loop slept the agent after arming it, so this fires it either way.
+	// The check's end counts as the thread's last turn ending: the next one waits for that
+	// (fake) second to pass, so the clock moves on once it has ended.
 	clk.Advance(2 * time.Second)
+	if strings.Contains(s.logs.String(), "reply check: waiting for the answer to settle") {
+		s.waitLog("reply check: the answer is there", 20*time.Second)
+		clk.Advance(time.Second)
+	}
 	ask := s.mention(s.ownerSK, "codeword?", replyTo(m.ID))
 	reply := s.waitNewReply(m.ID, first)
 	if !strings.Contains(reply.Content, "codeword: otter") {

@@ -255,6 +255,7 @@ func (h *Harness) checkAnswer(ctx context.Context, r turnResult) {
 	// Armed here, on the loop, not by the goroutine whenever it runs: with an injected clock
 	// the wait then starts from the turn's end, and an Advance after it always fires it.
 	settled := clock.After(h.clock, publishSettle)
+	h.log.Debug("reply check: waiting for the answer to settle", "conversation", r.in.conv.String())
 	h.tasks.Go(func() {
 		res := h.runCheck(ctx, c, settled)
 		select {
