@@ -15,10 +15,14 @@ import (
 // advance no subscription's floor. As with the bridge's /query, they are the relay's answer
 // (the relay checked them on the way in).
 
-// liveQuery collects one query's events; only the connection's reader appends, until done.
+// liveQuery collects one query's events. Its fields are the connection reader's, under Live.mu,
+// until it ends; the caller reads events only after receiving from done.
 type liveQuery struct {
 	events []nostr.Event
-	done   chan error // buffered: EOSE (nil), CLOSED or a lost connection
+	done   chan error // buffered, sent once: EOSE (nil), CLOSED or a lost connection
+	// ended: done was sent. Frames still to come (the relay sends live events on the REQ until
+	// it reads our CLOSE) are dropped.
+	ended bool
 }
 
 const querySubPfx = "q-"
@@ -66,7 +70,7 @@ func (l *Live) queryFrame(msg relayMessage) bool {
 	}
 	switch msg.label {
 	case "EVENT":
-		if len(q.done) == 0 {
+		if !q.ended {
 			q.events = append(q.events, *msg.event)
 		}
 	case "EOSE":
@@ -78,10 +82,11 @@ func (l *Live) queryFrame(msg relayMessage) bool {
 	return true
 }
 
+// finish ends q once; Live.mu must be held.
 func (q *liveQuery) finish(err error) {
-	select {
-	case q.done <- err:
-	default: // already finished
+	if !q.ended {
+		q.ended = true
+		q.done <- err
 	}
 }
 

@@ -39,6 +39,8 @@ func TestLiveQueryReturnsTheStoredEventsToTheCallerAloneAndClosesItsSubscription
 	fc.send("EVENT", id, b)
 	fc.send("EVENT", id, a) // overlapping filters: one copy
 	fc.send("EOSE", id)
+	later := signedEvent(t, 1003, "live, before the relay reads our CLOSE")
+	fc.send("EVENT", id, later) // not part of the answer
 	if err := <-errs; err != nil {
 		t.Fatal(err)
 	}
