@@ -142,9 +142,9 @@ type liveSub struct {
 	// complete only at its own EOSE, not at the one of the REQ it replaced.
 	backlogs   int
 	backlogMax nostr.Timestamp
-	// liveAt is when the subscription's backlog ended (its last EOSE) on the connection that is
-	// up; zero while it is not live (a REQ awaiting its EOSE, or no connection). From then on
-	// every matching event the relay takes comes in on it.
+	// liveAt is when the backlog of its last REQ ended (EOSE); zero from each REQ sent
+	// (reqFilters, also on every reconnect) until then. It holds only while a connection is up
+	// (LiveSince). From then on every matching event the relay takes comes in on it.
 	liveAt time.Time
 	// stored counts, per filter, the stored events of the REQs whose EOSE is awaited (summed
 	// when they overlap: it may over-count, never under-count), to tell a truncated history.
@@ -276,7 +276,7 @@ func (l *Live) Subscribe(id string, filters ...nostr.Filter) {
 		s = &liveSub{}
 		l.subs[id] = s
 	}
-	s.filters, s.lastSeen, s.backlogMax, s.liveAt = slices.Clone(filters), 0, 0, time.Time{}
+	s.filters, s.lastSeen, s.backlogMax = slices.Clone(filters), 0, 0
 	if l.out != nil {
 		l.queueLocked(l.out, reqMessage(id, s.reqFilters(false)))
 	}
@@ -677,9 +677,6 @@ func (l *Live) lost(q *sendQueue) {
 	defer l.mu.Unlock()
 	q.dead = true
 	l.out = nil
-	for _, s := range l.subs {
-		s.liveAt = time.Time{}
-	}
 	l.failQueriesLocked()
 	select {
 	case <-l.ready: // this session got ready: the next one needs an open channel

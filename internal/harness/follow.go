@@ -23,10 +23,10 @@ import (
 // the agent. What is followed is one small set, thread root → when the agent last replied there,
 // kept by the loop and written to the state dir by a writer of its own, at most once per
 // busyStateEvery: a busy agent starts threads faster than a 1,024-thread file is worth
-// rewriting. The agent's own messages
-// reach the harness on one subscription (subOwn), which feeds the set; the followed threads come
-// in on group subscriptions keyed by their roots (threadSubPfx, beside the channel groups) that
-// carry no #p filter, so the agent's other channels stay mention-only.
+// rewriting. The agent's own messages reach the harness on one subscription (subOwn), which
+// feeds the set; the followed threads come in on group subscriptions keyed by their roots
+// (threadSubPfx, beside the channel groups) that carry no #p filter, so the agent's other
+// channels stay mention-only.
 //
 // Rules: only threads the agent itself replied in, within ThreadFollowTTL of its last reply
 // there, at most maxFollowed threads (the longest quiet dropped first); a message by an agent
