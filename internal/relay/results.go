@@ -64,10 +64,14 @@ func (c *conn) wrote(m outMsg) {
 	}
 }
 
-// dropQueued gives back the budget of frames left unwritten when the connection ended.
+// dropQueued gives back the budget of frames left unwritten when the connection ended, and
+// settles the live events it will not deliver.
 func (c *conn) dropQueued() {
 	for {
 		select {
+		case le := <-c.fanout:
+			c.live.Add(-le.size())
+			le.settle(false)
 		case m := <-c.out:
 			c.wrote(m)
 		default:

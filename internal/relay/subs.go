@@ -175,8 +175,8 @@ func (b *subBudget) take(pubkey string, delta, limit int64) bool {
 	return true
 }
 
-// liveEvent is one event on its way to the connections' matchers; its JSON is built once, by
-// the first connection that delivers it.
+// liveEvent is one event on its way to the connections' writers; its JSON is built once, by
+// broadcast.
 type liveEvent struct {
 	ev        *nostr.Event
 	channelID string
@@ -203,6 +203,9 @@ func (le *liveEvent) encoded() []byte {
 	le.once.Do(func() { le.json, _ = json.Marshal(le.ev) })
 	return le.json
 }
+
+// size is what le counts against a connection's live bytes: its JSON and a frame's framing.
+func (le *liveEvent) size() int64 { return int64(len(le.encoded())) + 64 }
 
 // liveSubs is the connection's current subscriptions: a copy-on-write snapshot, so the matcher
 // reads it without a lock while REQ and CLOSE replace it under c.mu.
@@ -274,20 +277,9 @@ func (c *conn) dropSub(id string) {
 	c.dropSubs(func(s *liveSub) bool { return s.id == id })
 }
 
-// fanOutLoop matches the events broadcast hands this connection against its subscriptions and
-// queues the hits, checking at send time that the subscriber may see each event.
-func (c *conn) fanOutLoop() {
-	for {
-		select {
-		case <-c.ctx.Done():
-			return
-		case le := <-c.fanout:
-			c.deliver(le)
-		}
-	}
-}
-
-func (c *conn) deliver(le *liveEvent) {
+// deliver writes le to each of the connection's subscriptions it matches, checking at send time
+// that the subscriber may see it.
+func (c *conn) deliver(le *liveEvent, write func([]byte) error) error {
 	subs := c.liveSubs()
 	var hits []*liveSub
 	for _, s := range subs {
@@ -297,10 +289,13 @@ func (c *conn) deliver(le *liveEvent) {
 	}
 	if len(hits) == 0 || !c.r.canSee(c.pubkey(), le.ev, le.channelID) {
 		le.settle(false)
-		return
+		return nil
 	}
 	le.settle(true)
 	for _, s := range hits {
-		c.sendRaw(eventFrameRaw(s.idJSON, le.encoded()))
+		if err := write(eventFrameRaw(s.idJSON, le.encoded())); err != nil {
+			return err
+		}
 	}
+	return nil
 }

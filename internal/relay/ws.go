@@ -63,8 +63,11 @@ type conn struct {
 	// history counts the result-budget bytes of this connection's queued history frames.
 	history atomic.Int64
 
-	// fanout carries broadcast events to fanOutLoop, which matches them against subs.
+	// fanout carries broadcast events to the writer, which matches them against subs and writes
+	// the hits; live counts their bytes, held to MaxQueuedBytes apart from queued (a REQ's
+	// history fills that one to the cap by design).
 	fanout chan *liveEvent
+	live   atomic.Int64
 
 	mu     sync.Mutex // guards authed, state and changes to subs
 	authed string
@@ -128,7 +131,6 @@ func (r *Relay) serveWS(w http.ResponseWriter, req *http.Request) {
 
 	loops.Go(c.writeLoop)
 	loops.Go(c.pingLoop)
-	loops.Go(c.fanOutLoop)
 	c.send([]any{"AUTH", c.challenge})
 	if d := r.cfg.AuthTimeout; d > 0 {
 		defer time.AfterFunc(d, c.closeUnauthenticated).Stop()
@@ -235,27 +237,41 @@ func (c *conn) readLoop() {
 
 func (c *conn) writeLoop() {
 	defer c.cancel()
+	// One timer for the connection instead of a deadline context per frame (a timer and a
+	// cancel registration each, a hundred times per event fanned out to a hundred clients):
+	// a frame still not written when it fires closes the socket, which fails the write.
+	stalled := time.AfterFunc(time.Hour, func() { c.ws.CloseNow() })
+	stalled.Stop()
+	defer stalled.Stop()
+	write := func(b []byte) error {
+		stalled.Reset(c.r.cfg.WriteTimeout)
+		err := c.ws.Write(context.Background(), websocket.MessageText, b)
+		stalled.Stop()
+		return err
+	}
 	for {
+		var err error
 		select {
 		case <-c.ctx.Done():
 			return
+		case le := <-c.fanout:
+			err = c.deliver(le, write)
+			c.live.Add(-le.size())
 		case m := <-c.out:
 			if m.closeCode != 0 {
 				c.ws.Close(m.closeCode, m.reason)
 				return
 			}
-			ctx, cancel := context.WithTimeout(c.ctx, c.r.cfg.WriteTimeout)
-			err := c.ws.Write(ctx, websocket.MessageText, m.data)
-			cancel()
+			err = write(m.data)
 			c.queued.Add(-int64(len(m.data)))
 			c.wrote(m)
 			select {
 			case c.drained <- struct{}{}:
 			default:
 			}
-			if err != nil {
-				return
-			}
+		}
+		if err != nil {
+			return
 		}
 	}
 }
@@ -291,15 +307,17 @@ func (c *conn) send(v any) {
 
 // reserve accounts n more queued bytes unless that would pass the cap (a lone frame larger
 // than the cap still goes when nothing else is queued).
-func (c *conn) reserve(n int) bool {
+func (c *conn) reserve(n int) bool { return c.reserveOn(&c.queued, n) }
+
+func (c *conn) reserveOn(queued *atomic.Int64, n int) bool {
 	limit := c.r.cfg.MaxQueuedBytes
 	for {
-		cur := c.queued.Load()
+		cur := queued.Load()
 		next := cur + int64(n)
 		if next > limit && cur > 0 {
 			return false
 		}
-		if c.queued.CompareAndSwap(cur, next) {
+		if queued.CompareAndSwap(cur, next) {
 			for {
 				peak := c.r.peakQueued.Load()
 				if next <= peak || c.r.peakQueued.CompareAndSwap(peak, next) {
@@ -545,9 +563,10 @@ func eventFrameRaw(subJSON, evJSON []byte) []byte {
 }
 
 // broadcast hands a stored or ephemeral event to every connection with live subscriptions; each
-// matches it on its own goroutine (fanOutLoop) and checks, per subscriber and at send time,
-// that the subscriber may see it. A connection whose matcher falls a queue behind is dropped
-// like any client too slow to take its events.
+// connection's writer matches it against its subscriptions and checks, per subscriber and at
+// send time, that the subscriber may see it, so a connection's many filters slow only that
+// connection. One that falls a queue (or MaxQueuedBytes) behind is dropped like any client too
+// slow to take its events.
 func (r *Relay) broadcast(ev *nostr.Event, channelID string) {
 	if ev.Kind == protocol.KindPresence {
 		r.presence.note(ev, r.now()) // this node's clients' and other nodes' alike
@@ -565,10 +584,17 @@ func (r *Relay) broadcast(ev *nostr.Event, channelID string) {
 	if len(conns) == 0 {
 		le.observe(0)
 	}
+	n := int(le.size())
 	for _, c := range conns {
+		if !c.reserveOn(&c.live, n) {
+			le.settle(false)
+			c.dropSlow("live events queued over the cap")
+			continue
+		}
 		select {
 		case c.fanout <- le:
 		default:
+			c.live.Add(-int64(n))
 			le.settle(false)
 			c.dropSlow("fan-out queue full")
 		}
