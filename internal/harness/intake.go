@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"encoding/json"
+	"runtime"
 	"time"
 
 	"github.com/nbd-wtf/go-nostr"
@@ -94,9 +95,16 @@ func (h *Harness) accept(ctx context.Context, c *channel, in arriving) {
 	if h.dropWhileBusy(k, ev) {
 		return
 	}
-	h.enqueue(k, ev, tag)
-	h.ack.queued(chID, ev)
+	h.push(k, ev, tag)
 	h.midTurn(ctx, k, ev)
+	// The prompt first: a turn this event can start goes out before the rest of its bookkeeping
+	// (the log line, 👀). The loop runs on one P by default (--max-procs), where a started turn's
+	// goroutine runs only once the loop blocks or yields, so it yields.
+	if h.dispatch(ctx) > 0 {
+		runtime.Gosched()
+	}
+	h.logQueued(k, ev)
+	h.ack.queued(chID, ev)
 }
 
 // convOf is the conversation an event of channel c belongs to under the configured policy.
@@ -105,11 +113,20 @@ func (h *Harness) convOf(c *channel, ev *nostr.Event) convKey {
 }
 
 func (h *Harness) enqueue(k convKey, ev *nostr.Event, tag string) {
+	h.push(k, ev, tag)
+	h.logQueued(k, ev)
+}
+
+func (h *Harness) logQueued(k convKey, ev *nostr.Event) {
+	h.log.Info("queued", "channel", k.Channel, "conversation", k.String(), "event", ev.ID, "author", ev.PubKey)
+}
+
+// push queues an event for its conversation's next turn.
+func (h *Harness) push(k convKey, ev *nostr.Event, tag string) {
 	if dropped := h.convs.PushItem(k, queued{Event: ev, ReceivedAt: h.clock.Now(), Tag: tag}); dropped != nil {
 		h.log.Warn("queue full; dropped oldest event", "channel", k.Channel, "conversation", k.String(), "event", dropped.ID)
 		h.done(dropped.ID)
 	}
-	h.log.Info("queued", "channel", k.Channel, "conversation", k.String(), "event", ev.ID, "author", ev.PubKey)
 	h.inbox.poke()
 }
 

@@ -56,9 +56,10 @@ type turnResult struct {
 	reply      replyKind  // what the safety net decided, once it has
 }
 
-// dispatch starts turns while there is ready work and an idle agent. A conversation whose last
-// turn ended in the current second waits for the next one (turnEnds), and is woken for it.
-func (h *Harness) dispatch(ctx context.Context) {
+// dispatch starts turns while there is ready work and an idle agent, and says how many it
+// started. A conversation whose last turn ended in the current second waits for the next one
+// (turnEnds), and is woken for it.
+func (h *Harness) dispatch(ctx context.Context) (started int) {
 	for ctx.Err() == nil && h.pool.idle() {
 		now := h.clock.Now()
 		held := false
@@ -74,7 +75,7 @@ func (h *Harness) dispatch(ctx context.Context) {
 			h.clock.AfterFunc(next.Sub(now), h.inbox.poke)
 		}
 		if !ok {
-			return
+			return started
 		}
 		k := b.Conv
 		c := h.chans.byID[k.Channel]
@@ -95,7 +96,9 @@ func (h *Harness) dispatch(ctx context.Context) {
 			})
 		}
 		h.startTurn(ctx, in)
+		started++
 	}
+	return started
 }
 
 // startTurn runs a turn on its own goroutine with exclusive use of the slot; the result comes
