@@ -450,6 +450,51 @@ func TestHostileSlowReaderIsDroppedWithBoundedQueue(t *testing.T) {
 	}
 }
 
+// A client reading a large history slowly has its queue at the cap by design (history waits for
+// room); a live event for it meanwhile waits for its writer apart from that queue, and does not
+// get the client dropped as too slow. (Live events are shared by every connection and framed at
+// write time, so what waits for one connection is a reference, not a copy.)
+func TestLiveEventDuringAHistoryAtTheCapDoesNotDropTheReader(t *testing.T) {
+	const limit = 1 << 20
+	s := relaytest.StartWith(t, func(c *relay.Config) { c.MaxQueuedBytes = limit })
+	alice := newUser()
+	ch := s.CreateChannel(t, alice.sk, "history", false)
+	// Past the loopback socket buffers (a few MB) and the cap, so the queue fills while the
+	// client does not read.
+	const stored = 60
+	for i := range stored {
+		s.Publish(t, alice.sk, msg(ch, fmt.Sprintf("%d %s", i, strings.Repeat("x", 200_000))))
+	}
+	c, _ := authedRaw(t, s)
+	c.send("REQ", "hist", map[string]any{"kinds": []int{9}, "#h": []string{ch}, "limit": stored + 1})
+	eventually(t, "the history queue to reach the cap", func() bool { return relay.PeakQueuedBytes(s.Relay) >= limit-250_000 })
+	live := msg(ch, "live while the history is queued "+strings.Repeat("y", 200_000)) // more than the room left
+	if status, res := s.TryPublish(t, alice.sk, &live); status != http.StatusOK {
+		t.Fatalf("live publish: %d %q", status, res.Error)
+	}
+
+	got, sawLive, eose := 0, false, false
+	for !eose || !sawLive {
+		m := c.read() // fails the test if the relay dropped the connection
+		switch m[0] {
+		case "EVENT":
+			if m[2].(map[string]any)["id"] == live.ID {
+				sawLive = true
+			} else {
+				got++
+			}
+		case "EOSE":
+			eose = true
+		}
+	}
+	if got < stored {
+		t.Fatalf("got %d of %d history events", got, stored)
+	}
+	if n := relay.Conns(s.Relay); n != 1 {
+		t.Fatalf("%d connections, want the reader's", n)
+	}
+}
+
 func TestHostileOpenDataDirIsRefused(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.Chmod(dir, 0o755); err != nil {
