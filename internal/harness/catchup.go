@@ -113,6 +113,6 @@ func (h *Harness) takePage(ctx context.Context, evs []nostr.Event) {
 		ev := &evs[i]
 		chID, _ := protocol.ChannelID(ev.Tags)
 		h.bus.Publish(observer.Scope{ChannelID: chID}, observer.EventReceived{EventID: ev.ID, ReceivedAt: now})
-		h.handleEvent(ctx, ev)
+		h.handleEvent(ctx, ev, false)
 	}
 }

@@ -205,7 +205,7 @@ func (h *Harness) handleIncoming(ctx context.Context, in client.Incoming) {
 		chID, _ := protocol.ChannelID(in.Event.Tags)
 		h.bus.Publish(observer.Scope{ChannelID: chID},
 			observer.EventReceived{EventID: in.Event.ID, ReceivedAt: in.Received})
-		h.handleEvent(ctx, in.Event)
+		h.handleEvent(ctx, in.Event, true)
 	}
 }
 

@@ -16,8 +16,8 @@ import (
 // handleEvent runs the intake pipeline for one channel event, in upstream's order:
 // membership → ignore self → subscription rules or thread follow → owner commands → author
 // gate → queue. An event no rule listens to goes on only if it continues a followed thread
-// (follow.go).
-func (h *Harness) handleEvent(ctx context.Context, ev *nostr.Event) {
+// (follow.go). alone: it came by itself off the live socket, not in a page of many.
+func (h *Harness) handleEvent(ctx context.Context, ev *nostr.Event, alone bool) {
 	chID, ok := protocol.ChannelID(ev.Tags)
 	if !ok {
 		return
@@ -36,6 +36,7 @@ func (h *Harness) handleEvent(ctx context.Context, ev *nostr.Event) {
 	if !ok {
 		return
 	}
+	in.alone = alone
 	if cmd, ok := ParseOwnerCommand(ev, h.cfg.Owner, h.agent); ok {
 		h.skip(ev)
 		h.ownerCommand(ctx, cmd, c, ev)
@@ -58,11 +59,13 @@ func (h *Harness) handleEvent(ctx context.Context, ev *nostr.Event) {
 
 // arriving is an event on its way in, with how it came: the prompt tag of the subscription
 // rule that listens to it, or prompt.FollowTag for a message that only continues a followed
-// thread.
+// thread; alone when no other event comes in with it (a page of catch-up brings many, which
+// are queued together so that one turn answers them).
 type arriving struct {
 	ev       *nostr.Event
 	tag      string
 	followed bool
+	alone    bool
 }
 
 // arrival decides whether the harness listens to an event of channel c at all: a subscription
@@ -97,10 +100,10 @@ func (h *Harness) accept(ctx context.Context, c *channel, in arriving) {
 	}
 	h.push(k, ev, tag)
 	h.midTurn(ctx, k, ev)
-	// The prompt first: a turn this event can start goes out before the rest of its bookkeeping
-	// (the log line, 👀). The loop runs on one P by default (--max-procs), where a started turn's
-	// goroutine runs only once the loop blocks or yields, so it yields.
-	if h.dispatch(ctx) > 0 {
+	// The prompt first: a turn a lone event can start goes out before the rest of its
+	// bookkeeping (the log line, 👀). The loop runs on one P by default (--max-procs), where a
+	// started turn's goroutine runs only once the loop blocks or yields, so it yields.
+	if in.alone && h.dispatch(ctx) > 0 {
 		runtime.Gosched()
 	}
 	h.logQueued(k, ev)

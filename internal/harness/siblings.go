@@ -232,6 +232,7 @@ func (h *Harness) finishSiblingLookup(ctx context.Context, r siblingCheck) {
 			if r.verdict.sibling {
 				h.log.Info("sibling agent passes the author gate", "event", ev.ID, "author", ev.PubKey)
 			}
+			in.alone = len(held) == 1
 			h.accept(ctx, c, in)
 		default:
 			h.skip(ev)
