@@ -38,7 +38,8 @@
 //
 // Live subscriptions are bounded and matched in subs.go: each connection's writer matches
 // broadcast events against its own subscriptions and writes the hits, so one with many or large
-// filters slows only itself. REQ history is read a page at a time within a relay-wide byte budget (results.go).
+// filters slows only itself. REQ history is read a page at a time within a relay-wide byte
+// budget (results.go).
 //
 // Files (Blossom) are served beside the events: PUT /upload stores a blob authorised by a
 // kind-24242 token (upload.go), GET /media/<sha256> serves it to its uploaders and to readers of

@@ -126,13 +126,17 @@ func TestClusterDueReminderIsSignalledOnceAcrossNodes(t *testing.T) {
 	}
 	// The second, due a minute after the first, is a fence: both nodes have polled many times by
 	// the time its signal arrives, and nothing of the first may come in between.
+	// Each is read on both nodes before the next is published: what one node stores reaches the
+	// other's subscribers after a NOTIFY, with no order against what the other stores meanwhile.
 	first, second := newReminder(t, u.sk, now.Load()+60), newReminder(t, u.sk, now.Load()+120)
-	a.Publish(t, u.sk, *first)
-	b.Publish(t, u.sk, *second)
-	for name, c := range subs { // the stored heads, live
-		for _, want := range []string{first.ID, second.ID} {
-			if got := c.readUntil("EVENT"); got[2].(map[string]any)["id"] != want {
-				t.Fatalf("node %s, state sync: got %v, want %s", name, got, want)
+	for _, head := range []struct {
+		node *relaytest.Server
+		ev   *nostr.Event
+	}{{a, first}, {b, second}} {
+		head.node.Publish(t, u.sk, *head.ev)
+		for name, c := range subs { // the stored head, live
+			if got := c.readUntil("EVENT"); got[2].(map[string]any)["id"] != head.ev.ID {
+				t.Fatalf("node %s, state sync: got %v, want %s", name, got, head.ev.ID)
 			}
 		}
 	}
