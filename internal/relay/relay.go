@@ -78,8 +78,9 @@ type Config struct {
 	// CountTimeout bounds every COUNT (WS and bridge); 0 = DefaultCountTimeout. It should be
 	// shorter than QueryTimeout, which is also how long a plain read may wait for a reader.
 	CountTimeout time.Duration
-	// MaxQueuedBytes caps the bytes waiting to be written to one WebSocket client; a client
-	// that lets live events pile up beyond it is disconnected. 0 = DefaultMaxQueuedBytes.
+	// MaxQueuedBytes caps the bytes waiting to be written to one WebSocket client, live events
+	// and a REQ's history each: a client that lets live events pile up beyond it is
+	// disconnected, history waits for room. 0 = DefaultMaxQueuedBytes.
 	MaxQueuedBytes int64
 	// WriteTimeout is how long one frame may take to reach a client before it is dropped as
 	// stalled; 0 = DefaultWriteTimeout.

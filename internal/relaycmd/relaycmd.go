@@ -99,7 +99,7 @@ func Command() *cobra.Command {
 	f.Int64(&maxSubBytesConn, "max-sub-bytes-per-conn", "BUZZ_MAX_SUB_BYTES_PER_CONN", relay.DefaultMaxSubBytesPerConn, "filter bytes one connection's live subscriptions may hold")
 	f.Int64(&maxSubBytesKey, "max-sub-bytes-per-key", "BUZZ_MAX_SUB_BYTES_PER_KEY", relay.DefaultMaxSubBytesPerKey, "filter bytes one pubkey's live subscriptions may hold on all its connections")
 	f.Duration(&writeTimeout, "write-timeout", "BUZZ_WRITE_TIMEOUT", relay.DefaultWriteTimeout, "how long one frame may take to reach a client before it is dropped as stalled")
-	f.Int64(&maxQueued, "max-queued-bytes", "BUZZ_MAX_QUEUED_BYTES", relay.DefaultMaxQueuedBytes, "bytes waiting to be written to one client before it is disconnected")
+	f.Int64(&maxQueued, "max-queued-bytes", "BUZZ_MAX_QUEUED_BYTES", relay.DefaultMaxQueuedBytes, "bytes of live events waiting for one client before it is disconnected (a REQ's history waits for room under the same cap, counted apart)")
 	f.Int64(&maxResult, "max-result-bytes", "BUZZ_MAX_RESULT_BYTES", relay.DefaultMaxResultBytes, "stored results (REQ history) held relay-wide between their read and their write to clients")
 	f.Int64(&maxBlob, "max-blob-bytes", "BUZZ_MAX_BLOB_BYTES", relay.DefaultMaxBlobBytes, "largest file PUT /upload accepts (Blossom blobs: in --data-dir/blobs, or PostgreSQL with --database)")
 	f.String(&metricsAddr, "metrics-addr", "BUZZ_METRICS_ADDR", "", "serve Prometheus /metrics and the /healthz, /readyz probes on this address (a bare :port is loopback; BUZZ_METRICS_PORT=<port> is :<port>; default: off)")
