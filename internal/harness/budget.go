@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -81,7 +80,7 @@ func openBudget(cfg *Config, path string, clk clock.Clock, log *slog.Logger) (*b
 	if b.day.CostUSD > 0 || b.day.Tokens > 0 {
 		log.Info("spend today", "day", b.day.Day, "usd", b.day.CostUSD, "tokens", b.day.Tokens)
 	}
-	b.file = atomicfile.NewSnapshots(path, 0o600, b.snapshot, append(slices.Clone(cfg.stateWriteOpts), atomicfile.Every(busyStateEvery))...)
+	b.file = atomicfile.NewSnapshots(path, 0o600, b.snapshot, busyStateOpts(cfg.stateWriteOpts)...)
 	return b, nil
 }
 

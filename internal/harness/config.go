@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -164,6 +165,11 @@ type Config struct {
 // time took a third of buzz-acp's CPU. A crash loses at most what changed in that last second;
 // a clean stop writes everything.
 const busyStateEvery = time.Second
+
+// busyStateOpts are opts with the writes spaced by busyStateEvery.
+func busyStateOpts(opts []atomicfile.Option) []atomicfile.Option {
+	return append(slices.Clone(opts), atomicfile.Every(busyStateEvery))
+}
 
 // Permissions is how the harness answers an agent's session/request_permission (--permissions).
 type Permissions string

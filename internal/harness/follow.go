@@ -94,7 +94,7 @@ func loadFollowSet(path string, ttl time.Duration, log *slog.Logger, opts ...ato
 			}
 		}
 	}
-	f.file = atomicfile.NewSnapshots(path, 0o600, f.snapshot, append(slices.Clone(opts), atomicfile.Every(busyStateEvery))...)
+	f.file = atomicfile.NewSnapshots(path, 0o600, f.snapshot, busyStateOpts(opts)...)
 	return f
 }
 

@@ -305,10 +305,11 @@ func (c *conn) send(v any) {
 	c.sendRaw(b)
 }
 
-// reserve accounts n more queued bytes unless that would pass the cap (a lone frame larger
-// than the cap still goes when nothing else is queued).
+// reserve accounts n more bytes queued in out (reserveOn).
 func (c *conn) reserve(n int) bool { return c.reserveOn(&c.queued, n) }
 
+// reserveOn accounts n more bytes on queued (out's, or live's) unless that would pass the cap
+// (a lone frame larger than the cap still goes when nothing else is queued).
 func (c *conn) reserveOn(queued *atomic.Int64, n int) bool {
 	limit := c.r.cfg.MaxQueuedBytes
 	for {
