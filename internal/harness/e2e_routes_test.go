@@ -181,6 +181,9 @@ func TestUserMessageRouteBriefsAgainAfterMaxTokens(t *testing.T) {
 	s.start(nil, "TESTAGENT_STOP_REASON=max_tokens")
 	one := s.mention(s.ownerSK, "one")
 	r1 := s.waitReply(one.ID)
+	// The reply can land while its turn still runs; "two" sent then would cancel the turn to
+	// merge, and a cancelled turn keeps its session. Let it end on max_tokens first.
+	s.waitLogCount(`msg="turn done"`, 1, 20*time.Second)
 	s.mention(s.ownerSK, "two", replyTo(one.ID))
 	s.waitNewReply(one.ID, r1)
 	ps := s.prompts()
