@@ -83,6 +83,7 @@ func TestStatusCountsSilentTurnsAndPostedFallbacks(t *testing.T) {
 	s := newStack(t)
 	s.start(nil, "TESTAGENT_NO_CLI=1")
 	s.waitMarked(s.mention(s.ownerSK, "hello").ID, harness.FallbackMarker)
+	s.waitLogCount("silent turn", 1, 30*time.Second) // counted once its fallback is on the relay
 	st, _ := s.waitOutcome(s.mention(s.ownerSK, "!status").ID)["status"].(map[string]any)
 	if st["silent_turns"] != 1.0 || st["fallbacks_published"] != 1.0 {
 		t.Fatalf("!status %v, want one silent turn and one fallback", st)
@@ -231,6 +232,7 @@ func TestHeartbeatThatEndsWithTextPostsNothing(t *testing.T) {
 		}
 		clk.Advance(time.Second) // past the same-second hold, then the safety net's settle
 	}
+	s.waitLogCount("silent turn", 1, 30*time.Second) // logged once its fallback is on the relay
 	all := s.relay.Query(t, s.ownerSK, nostr.Filter{Kinds: []int{9}, Authors: []string{s.agentPK}})
 	if len(all) != 1 || !marked(all[0], harness.FallbackMarker) || strings.Count(s.logs.String(), "silent turn") != 1 {
 		t.Fatalf("agent messages %v, want only the mention's fallback; logs:\n%s", all, s.logs.String())
