@@ -121,8 +121,8 @@ func upWithTestAgentConfig(t *testing.T, p place, change func(*stack.Config), en
 		return info, stop
 	case err := <-done:
 		t.Fatalf("stack.Run: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("stack did not come up within 30s")
+	case <-time.After(60 * time.Second): // wide: the suite runs browsers and stacks eight at a time on two cores
+		t.Fatal("stack did not come up within 60s")
 	}
 	return stack.Info{}, stop
 }

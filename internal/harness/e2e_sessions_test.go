@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nbd-wtf/go-nostr"
+
+	"github.com/buzz-harness/buzz/internal/clock"
+	"github.com/buzz-harness/buzz/internal/harness"
 	"github.com/buzz-harness/buzz/internal/sessionstore"
 	"github.com/buzz-harness/buzz/internal/testwait"
 )
@@ -117,9 +121,23 @@ func TestReopenedSessionFailingEveryPromptIsReplacedByANewSession(t *testing.T) 
 	s.waitLog("turn done", 20*time.Second)
 	s.waitStored(first.ID)
 	s.kill()
-	s.start(nil, "TESTAGENT_FAIL_LOADED=1", "TESTAGENT_REPLY=answer {codeword}")
+	// In process on a fake clock: the two failures' backoff (5 s, then 10 s) passes as the test
+	// moves the clock, not in real time against the reply's deadline.
+	clk := clock.NewFake(time.Now())
+	cancel, _ := s.runInProcess(t, harness.Config{Clock: clk}, "TESTAGENT_FAIL_LOADED=1", "TESTAGENT_REPLY=answer {codeword}")
+	defer cancel()
 	s.mention(s.ownerSK, "codeword?", replyTo(first.ID))
-	reply := s.waitNewReply(first.ID, r1)
+	var reply nostr.Event
+	testwait.Eventually(t, 30*time.Second, func() bool {
+		for _, ev := range s.agentMessages(first.ID) {
+			if ev.ID != r1.ID {
+				reply = ev
+				return true
+			}
+		}
+		clk.Advance(time.Second)
+		return false
+	}, "a second reply in the thread")
 	if strings.Contains(reply.Content, "FIG") {
 		t.Fatalf("reply %q came from the loaded session, whose prompts all fail", reply.Content)
 	}
