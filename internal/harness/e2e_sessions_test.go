@@ -128,16 +128,12 @@ func TestReopenedSessionFailingEveryPromptIsReplacedByANewSession(t *testing.T) 
 	defer cancel()
 	s.mention(s.ownerSK, "codeword?", replyTo(first.ID))
 	var reply nostr.Event
-	testwait.Eventually(t, 30*time.Second, func() bool {
-		for _, ev := range s.agentMessages(first.ID) {
-			if ev.ID != r1.ID {
-				reply = ev
-				return true
-			}
+	testwait.Eventually(t, 30*time.Second, func() (ok bool) {
+		if reply, ok = s.newReply(first.ID, r1); !ok {
+			clk.Advance(time.Second)
 		}
-		clk.Advance(time.Second)
-		return false
-	}, "a second reply in the thread")
+		return ok
+	}, "a new agent reply in thread "+first.ID)
 	if strings.Contains(reply.Content, "FIG") {
 		t.Fatalf("reply %q came from the loaded session, whose prompts all fail", reply.Content)
 	}

@@ -236,16 +236,22 @@ func (s *stack) waitReply(id string) nostr.Event {
 func (s *stack) waitNewReply(root string, known ...nostr.Event) nostr.Event {
 	s.t.Helper()
 	var reply nostr.Event
-	testwait.Eventually(s.t, 30*time.Second, func() bool {
-		for _, ev := range s.relay.Query(s.t, s.ownerSK, nostr.Filter{Kinds: []int{9}, Authors: []string{s.agentPK}, Tags: nostr.TagMap{"e": {root}}}) {
-			if !slices.ContainsFunc(known, func(k nostr.Event) bool { return k.ID == ev.ID }) {
-				reply = ev
-				return true
-			}
-		}
-		return false
+	testwait.Eventually(s.t, 30*time.Second, func() (ok bool) {
+		reply, ok = s.newReply(root, known...)
+		return ok
 	}, "a new agent reply in thread "+root)
 	return reply
+}
+
+// newReply is an agent reply in root's thread that is none of known, if there is one yet.
+func (s *stack) newReply(root string, known ...nostr.Event) (nostr.Event, bool) {
+	s.t.Helper()
+	for _, ev := range s.relay.Query(s.t, s.ownerSK, nostr.Filter{Kinds: []int{9}, Authors: []string{s.agentPK}, Tags: nostr.TagMap{"e": {root}}}) {
+		if !slices.ContainsFunc(known, func(k nostr.Event) bool { return k.ID == ev.ID }) {
+			return ev, true
+		}
+	}
+	return nostr.Event{}, false
 }
 
 // waitOutcome waits for the agent's 40099 row answering the owner command event id.
